@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spamd/spamd/eval"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore"
+)
+
+func runEval(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	def := eval.DefaultOptions()
+	var o eval.Options = def
+	index := fs.String("index", "", "TREC index file: lines 'spam PATH' or 'ham PATH', paths relative to it")
+	var spam, ham, sets, sweeps listFlag
+	fs.Var(&spam, "spam", "spam sources, instead of --index (several may follow)")
+	fs.Var(&ham, "ham", "ham sources, instead of --index (several may follow)")
+	recursive := fs.Bool("recursive", false, "with --spam/--ham: also read subfolders")
+	fs.StringVar(&o.Mode, "mode", def.Mode, "protocol: split, cv or online")
+	split := fs.Float64("split", 80, "percent of the corpus, in order, on the training side")
+	fs.StringVar(&o.Part, "part", def.Part, "run on all of the corpus, its train side or its test side")
+	fs.IntVar(&o.Folds, "folds", def.Folds, "folds of cross-validation")
+	fs.Uint64Var(&o.Seed, "seed", def.Seed, "seed of folds, draws and resampling")
+	fs.StringVar(&o.Train, "train", def.Train, "online training: all, on-error or thick:M")
+	fs.IntVar(&o.Bootstrap, "bootstrap", 0, "bootstrap resamples for 95% intervals (split, online)")
+	fs.IntVar(&o.Workers, "workers", def.Workers, "messages parsed in parallel")
+	storeDir := fs.String("store", "", "train a Badger store in this new directory instead of memory")
+	fs.Var(&sets, "set", "filter setting KEY=VALUE, repeatable (see 'spamtrain settings')")
+	fs.Var(&sweeps, "sweep", "vary a setting: KEY=V1,V2,... (repeatable: every combination runs)")
+	by := fs.String("by", "one_minus_auc_pct", "metric that orders sweep rows, best first")
+	curve := fs.String("curve", "", "learning curve at these training sizes (comma-separated, or 'auto')")
+	draws := fs.Int("draws", 5, "random draws averaged per learning-curve size")
+	asJSON := fs.Bool("json", false, "print one JSON document instead of tables")
+	records := fs.String("records", "", "write one TSV line per tested message to this file")
+	plots := fs.String("plots", "", "write ROC, score-histogram and learning-curve plots (SVG and PNG) here")
+	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	o.Split = *split
+	if o.Split > 1 {
+		o.Split /= 100
+	}
+	if (*index == "") == (len(spam)+len(ham) == 0) {
+		return fmt.Errorf("%w: give either --index FILE or --spam PATH... --ham PATH...", errUsage)
+	}
+	var mf modelFlags
+	mf.sets = sets
+	cfg, err := mf.config()
+	if err != nil {
+		return err
+	}
+	var axes []eval.Axis
+	for _, s := range sweeps {
+		a, err := eval.ParseAxis(s)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		axes = append(axes, a)
+	}
+	if *storeDir != "" {
+		if len(axes) > 0 || o.Mode == "cv" || *curve != "" {
+			return fmt.Errorf("%w: --store trains one model: it does not go with --sweep, --curve or cv mode", errUsage)
+		}
+		dir := *storeDir
+		o.NewStore = func(ctx context.Context) (store.Store, error) {
+			if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+				return nil, fmt.Errorf("--store %s is not empty: an evaluation needs a fresh store", dir)
+			}
+			return badgerstore.Open(ctx, dir, badgerstore.Options{Logger: e.log})
+		}
+	}
+
+	var corpus *eval.Corpus
+	if *index != "" {
+		corpus, err = eval.LoadIndex(ctx, *index, o.Workers)
+	} else {
+		corpus, err = eval.LoadSources(ctx, spam, ham, *recursive, o.Seed)
+	}
+	if err != nil {
+		return err
+	}
+
+	if len(axes) > 0 {
+		bar := newProgress(e.stderr, -1, "sweep")
+		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, *by, func(done, total int) {
+			bar.ChangeMax(total)
+			bar.Set(done)
+		})
+		bar.Finish()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(e.stdout, rows)
+		}
+		printSweep(e.stdout, axes, rows, *by)
+		return nil
+	}
+
+	r, err := eval.Run(ctx, corpus, cfg, o)
+	if err != nil {
+		return err
+	}
+	var pts []eval.CurvePoint
+	if *curve != "" {
+		sizes, err := curveSizes(*curve, int(float64(len(corpus.Messages))*o.Split))
+		if err != nil {
+			return err
+		}
+		if pts, err = eval.LearningCurve(ctx, corpus, cfg, o, sizes, *draws); err != nil {
+			return err
+		}
+	}
+	if *records != "" {
+		if err := eval.WriteRecords(*records, r.Records); err != nil {
+			return err
+		}
+	}
+	if *plots != "" {
+		title := fmt.Sprintf("spamd, %s", describe(r))
+		if err := eval.PlotROC(*plots, title, r.Records); err != nil {
+			return err
+		}
+		if err := eval.PlotHistogram(*plots, title, r.Records, cfg.Threshold()); err != nil {
+			return err
+		}
+		if pts != nil {
+			if err := eval.PlotCurve(*plots, "spamd", pts); err != nil {
+				return err
+			}
+		}
+	}
+	if *asJSON {
+		type doc struct {
+			*eval.Report
+			Curve []eval.CurvePoint `json:"learning_curve,omitempty"`
+		}
+		return writeJSON(e.stdout, doc{r, pts})
+	}
+	printReport(e.stdout, r)
+	if pts != nil {
+		printCurve(e.stdout, pts)
+	}
+	if *plots != "" {
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(*plots, "{roc,scores,learning}.{svg,png}"))
+	}
+	return nil
+}
+
+// curveSizes parses the --curve list; "auto" doubles from 25 up to the
+// train side's size.
+func curveSizes(s string, trainSide int) ([]int, error) {
+	if s == "auto" {
+		var sizes []int
+		for n := 25; n < trainSide; n *= 2 {
+			sizes = append(sizes, n)
+		}
+		return append(sizes, trainSide), nil
+	}
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%w: --curve %q: want sizes like 100,500,1000 or auto", errUsage, s)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+func describe(r *eval.Report) string {
+	s := r.Mode
+	if r.Mode == "online" {
+		s += " (train " + r.Train + ")"
+	}
+	if r.Part != "all" {
+		s += ", " + r.Part + " side"
+	}
+	return s
+}
+
+func printReport(w io.Writer, r *eval.Report) {
+	m := r.Metrics
+	fmt.Fprintf(w, "%s: %d messages (%d spam, %d ham) tested, %d trained, %.1f s\n\n", describe(r), m.N, m.Spam, m.Ham, r.Trained, r.Seconds)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tdecided spam\tdecided ham")
+	fmt.Fprintf(tw, "is spam\t%d (TP)\t%d (FN)\n", m.TP, m.FN)
+	fmt.Fprintf(tw, "is ham\t%d (FP)\t%d (TN)\n", m.FP, m.TN)
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(name, val, key string) {
+		if iv, ok := r.Spread[key]; ok {
+			if iv.SD > 0 || r.Mode == "cv" {
+				val += fmt.Sprintf("\t(folds: %.4g ± %.2g)", iv.Mean, iv.SD)
+			} else {
+				val += fmt.Sprintf("\t(95%%: %.4g – %.4g)", iv.Low, iv.High)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, val)
+	}
+	row("(1-AUC)%", fmt.Sprintf("%.4f", m.OneMinusAUCPct), "one_minus_auc_pct")
+	row("lam%", fmt.Sprintf("%.3f", m.LamPct), "lam_pct")
+	row("FP rate", fmt.Sprintf("%.2f%%", 100*m.FPRate), "fp_rate")
+	row("FN rate", fmt.Sprintf("%.2f%%", 100*m.FNRate), "fn_rate")
+	row("FN rate at FP ≤ 0.1%", fmt.Sprintf("%.2f%%", m.FNRateAtFP01Pct), "fn_rate_at_fp_0_1pct")
+	row("FN rate at FP ≤ 0.01%", fmt.Sprintf("%.2f%%", m.FNRateAtFP001Pct), "")
+	row("accuracy", fmt.Sprintf("%.4f", m.Accuracy), "accuracy")
+	row("precision", fmt.Sprintf("%.4f", m.Precision), "")
+	row("recall", fmt.Sprintf("%.4f", m.Recall), "")
+	row("specificity", fmt.Sprintf("%.4f", m.Specificity), "")
+	row("F1", fmt.Sprintf("%.4f", m.F1), "")
+	row("unsure", fmt.Sprintf("%d (%.2f%%)", m.Unsure, 100*m.UnsureRate), "")
+	row("log-likelihood", fmt.Sprintf("%.4f nats/message", m.LogLik), "")
+	tw.Flush()
+}
+
+func printCurve(w io.Writer, pts []eval.CurvePoint) {
+	fmt.Fprintln(w, "\nlearning curve:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\ttrain error\ttest error\t± sd\ttest (1-AUC)%\t")
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%d\t%.4f\t%.4f\t%.4f\t%.4f\t\n", p.Size, p.TrainError, p.TestError, p.TestErrorSD, p.TestOneMinusAUCPct)
+	}
+	tw.Flush()
+}
+
+func printSweep(w io.Writer, axes []eval.Axis, rows []eval.Row, by string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var head []string
+	for _, a := range axes {
+		head = append(head, a.Key)
+	}
+	head = append(head, "(1-AUC)%", "lam%", "FP%", "FN%", "FN%@FP≤0.1%", "loglik", "s")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range rows {
+		var cells []string
+		for _, a := range axes {
+			cells = append(cells, r.Values[a.Key])
+		}
+		m := r.Report.Metrics
+		cells = append(cells,
+			fmt.Sprintf("%.4f", m.OneMinusAUCPct), fmt.Sprintf("%.3f", m.LamPct),
+			fmt.Sprintf("%.2f", 100*m.FPRate), fmt.Sprintf("%.2f", 100*m.FNRate),
+			fmt.Sprintf("%.2f", m.FNRateAtFP01Pct), fmt.Sprintf("%.4f", m.LogLik),
+			fmt.Sprintf("%.1f", r.Report.Seconds))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	if len(rows) > 0 {
+		keys := slices.Sorted(maps.Keys(rows[0].Values))
+		var best []string
+		for _, k := range keys {
+			best = append(best, k+"="+rows[0].Values[k])
+		}
+		fmt.Fprintf(w, "\nbest by %s: %s\n", by, strings.Join(best, " "))
+	}
+}
+

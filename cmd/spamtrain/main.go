@@ -1,0 +1,109 @@
+// Command spamtrain trains, queries, evaluates and maintains a spamd
+// filter store.
+//
+// Usage:
+//
+//	spamtrain train    --db DIR [--user NAME] [--recursive] --spam PATH... --ham PATH...
+//	spamtrain forget   --db DIR [--user NAME] PATH...
+//	spamtrain classify --db DIR [--user NAME] [--json] [-v] PATH...|-
+//	spamtrain stats    --db DIR [--json]
+//	spamtrain check    --db DIR
+//	spamtrain compact  --db DIR
+//	spamtrain eval     (--index FILE | --spam PATH... --ham PATH...) [--mode split|cv|online] ...
+//	spamtrain pipe     --db DIR
+//	spamtrain settings
+//
+// PATH is a maildir, an mbox file, a single message file, a directory of
+// message files, or - for standard input. Run "spamtrain CMD -h" for the
+// flags of a command.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what every command gets from main: its streams and logger.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+var commands = []command{
+	{"train", "train messages as spam or ham", runTrain},
+	{"forget", "untrain messages", runForget},
+	{"classify", "classify messages", runClassify},
+	{"stats", "show messages and tokens per class and user", runStats},
+	{"check", "verify that the store's counts agree", runCheck},
+	{"compact", "reclaim disk space of the store", runCompact},
+	{"eval", "measure filter quality on labelled mail", runEval},
+	{"pipe", "train and classify by commands read from standard input", runPipe},
+	{"settings", "list the filter settings --set accepts", runSettings},
+}
+
+// errUsage marks an error in the command line, answered with exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	e := &env{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, e, os.Args[1:]))
+}
+
+// run dispatches args to a command and returns the exit status.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(e.stderr, "spamtrain %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "spamtrain %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "spamtrain: unknown command %q\n", args[0])
+	usage(e.stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: spamtrain COMMAND [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nRun 'spamtrain COMMAND -h' for the flags of a command.")
+}

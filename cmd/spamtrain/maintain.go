@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/spamd/spamd/filter"
+)
+
+// userStats is the JSON form of one user's model.
+type userStats struct {
+	User       string            `json:"user"`
+	Messages   map[string]uint64 `json:"messages"`
+	Tokens     map[string]uint64 `json:"tokens"`
+	Vocabulary uint64            `json:"vocabulary"`
+}
+
+type storeStats struct {
+	Users    []userStats `json:"users"`
+	LSMBytes int64       `json:"lsm_bytes"`
+	LogBytes int64       `json:"vlog_bytes"`
+}
+
+func runStats(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.register(fs, false)
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	_, st, err := mf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	users, err := st.Users(ctx)
+	if err != nil {
+		return err
+	}
+	var out storeStats
+	out.LSMBytes, out.LogBytes = st.Size()
+	for _, u := range users {
+		t, err := st.Totals(ctx, u)
+		if err != nil {
+			return err
+		}
+		us := userStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary}
+		for i, c := range t.Classes {
+			us.Messages[c] = t.Messages[i]
+			us.Tokens[c] = t.Tokens[i]
+		}
+		out.Users = append(out.Users, us)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "user\tclass\tmessages\ttokens\tvocabulary")
+	for _, u := range out.Users {
+		name := u.User
+		if name == "" {
+			name = "(global)"
+		}
+		for _, c := range slices.Sorted(maps.Keys(u.Messages)) {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", name, c, u.Messages[c], u.Tokens[c], u.Vocabulary)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB)\n",
+		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20))
+	return nil
+}
+
+func runCheck(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	_, st, err := mf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	users, err := st.Users(ctx)
+	if err != nil {
+		return err
+	}
+	var bad []error
+	for _, u := range users {
+		name := u
+		if name == "" {
+			name = "(global)"
+		}
+		if err := st.Check(ctx, u); err != nil {
+			fmt.Fprintf(e.stdout, "%s: %v\n", name, err)
+			bad = append(bad, err)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: ok\n", name)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d models inconsistent: %w", len(bad), len(users), errors.Join(bad...))
+	}
+	return nil
+}
+
+func runCompact(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	_, st, err := mf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	l0, v0 := st.Size()
+	if err := st.Compact(ctx); err != nil {
+		return err
+	}
+	l1, v1 := st.Size()
+	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(l0+v0)/(1<<20), float64(l1+v1)/(1<<20))
+	return nil
+}
+
+func runSettings(_ context.Context, e *env, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: settings takes no arguments", errUsage)
+	}
+	cfg := filter.DefaultConfig()
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "key\tdefault\tmeaning")
+	for _, k := range filter.Keys() {
+		v, _ := cfg.Get(k)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", k, v, filter.Doc(k))
+	}
+	return tw.Flush()
+}

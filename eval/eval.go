@@ -1,0 +1,537 @@
+// Package eval measures how well the filter separates spam from ham on
+// labelled mail, under the protocols the spam-filtering literature uses:
+//
+//   - split: train on the first part of the corpus in index order, test on
+//     the rest;
+//   - cv: stratified k-fold cross-validation, seeded;
+//   - online: the TREC spam track's immediate-feedback protocol: each
+//     message in order is classified, then trained on with its gold label
+//     (always, only on error, or inside a thick threshold).
+//
+// No message is ever tested after it was trained on, except in the online
+// protocol, where training follows testing by design. Metrics are those of
+// the TREC spam track and the usual confusion-matrix rates (see Metrics);
+// every tested message can be written out as a Record so that anyone can
+// recompute them. Runs use an in-memory store unless told otherwise, and
+// parse each message once per tokenizer setting, so sweeps over classifier
+// settings cost only the counting.
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/internal/parallel"
+	"github.com/spamd/spamd/mailbox"
+	"github.com/spamd/spamd/store"
+)
+
+// ErrOptions is returned for options that do not fit together.
+var ErrOptions = errors.New("bad evaluation options")
+
+// Message is one labelled message of a corpus.
+type Message struct {
+	Path string
+	Spam bool
+	Raw  []byte
+}
+
+// Corpus is labelled mail in a fixed order, with the parsed form of every
+// message cached per tokenizer setting.
+type Corpus struct {
+	Messages []Message
+
+	mu    sync.Mutex
+	cache map[string][]filter.Prepared
+}
+
+// LoadIndex reads the messages of a TREC-format index ("spam PATH" or
+// "ham PATH" per line, paths relative to the index file), in index order.
+func LoadIndex(ctx context.Context, index string, workers int) (*Corpus, error) {
+	entries, err := mailbox.ReadIndex(index)
+	if err != nil {
+		return nil, err
+	}
+	c := &Corpus{Messages: make([]Message, len(entries))}
+	for i, e := range entries {
+		switch e.Label {
+		case "spam", "ham":
+		default:
+			return nil, fmt.Errorf("%s: entry %d (%s): label %q is neither spam nor ham", index, i+1, e.Path, e.Label)
+		}
+		c.Messages[i] = Message{Path: e.Path, Spam: e.Label == "spam"}
+	}
+	// Reading thousands of small files is faster with a few readers.
+	in := make(chan int)
+	go func() {
+		defer close(in)
+		for i := range c.Messages {
+			select {
+			case in <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	type read struct {
+		i   int
+		raw []byte
+		err error
+	}
+	err = parallel.Map(ctx, max(workers, 4), in, func(i int) read {
+		raw, err := readCapped(c.Messages[i].Path)
+		return read{i, raw, err}
+	}, func(r read) error {
+		if r.err != nil {
+			return fmt.Errorf("%s: %w", index, r.err)
+		}
+		c.Messages[r.i].Raw = r.raw
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readCapped reads a message file, at most mailbox.DefaultMaxBytes of it.
+func readCapped(path string) ([]byte, error) {
+	var raw []byte
+	err := mailbox.Walk(context.Background(), path, mailbox.Options{}, func(m mailbox.Message) error {
+		if raw != nil {
+			return fmt.Errorf("%s holds more than one message", path)
+		}
+		raw = m.Raw
+		return nil
+	})
+	return raw, err
+}
+
+// LoadSources reads every message of the spam and ham sources (maildirs,
+// mboxes, files or directories), spam first, then ham, and shuffles them
+// with seed so that the classes are interleaved as in real mail.
+func LoadSources(ctx context.Context, spam, ham []string, recursive bool, seed uint64) (*Corpus, error) {
+	c := &Corpus{}
+	var errs []error
+	o := mailbox.Options{Recursive: recursive, OnError: func(p string, err error) { errs = append(errs, fmt.Errorf("%s: %w", p, err)) }}
+	for _, set := range []struct {
+		paths []string
+		spam  bool
+	}{{spam, true}, {ham, false}} {
+		for _, p := range set.paths {
+			err := mailbox.Walk(ctx, p, o, func(m mailbox.Message) error {
+				c.Messages = append(c.Messages, Message{Path: m.Path, Spam: set.spam, Raw: m.Raw})
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	r.Shuffle(len(c.Messages), func(i, j int) { c.Messages[i], c.Messages[j] = c.Messages[j], c.Messages[i] })
+	return c, nil
+}
+
+// prepared returns every message parsed under cfg's tokenizer and bag
+// settings, parsing on workers goroutines the first time. A message that
+// does not parse gets an empty bag, as the milter would score it.
+func (c *Corpus) prepared(ctx context.Context, cfg filter.Config, workers int) ([]filter.Prepared, error) {
+	key := fmt.Sprintf("%+v|%+v", cfg.Tokenize, cfg.Bag)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ps, ok := c.cache[key]; ok {
+		return ps, nil
+	}
+	f, err := filter.New(store.NewMemory(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]filter.Prepared, len(c.Messages))
+	in := make(chan int)
+	go func() {
+		defer close(in)
+		for i := range c.Messages {
+			select {
+			case in <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	i := 0
+	err = parallel.Map(ctx, workers, in, func(i int) filter.Prepared {
+		p, err := f.Prepare(c.Messages[i].Raw, false)
+		if err != nil {
+			p.Digest = digestOf(i)
+		}
+		return p
+	}, func(p filter.Prepared) error {
+		ps[i] = p
+		i++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.cache == nil {
+		c.cache = map[string][]filter.Prepared{}
+	}
+	c.cache[key] = ps
+	return ps, nil
+}
+
+// digestOf gives an unparseable message a digest of its own, so that it
+// trains as one message.
+func digestOf(i int) store.Digest {
+	var d store.Digest
+	copy(d[:], "unparsed:"+strconv.Itoa(i))
+	return d
+}
+
+// Options choose the protocol of a run.
+type Options struct {
+	// Mode is "split", "cv" or "online".
+	Mode string
+	// Split is the fraction of the corpus, in index order, that the split
+	// protocol trains on, and that Part "train" and "test" divide at.
+	Split float64
+	// Part restricts the run to "all" of the corpus, its "train" side (the
+	// first Split of it) or its "test" side. Settings are chosen on the
+	// train side, so that the test side stays unseen.
+	Part string
+	// Folds is k of k-fold cross-validation.
+	Folds int
+	// Seed seeds cross-validation folds, learning-curve draws and
+	// bootstrap resampling.
+	Seed uint64
+	// Train is the online training rule: "all" (train every message),
+	// "on-error" (only when the verdict was wrong) or "thick:M" (when wrong
+	// or the score lay within M of the decision threshold).
+	Train string
+	// Bootstrap is the number of bootstrap resamples for confidence
+	// intervals of split and online runs; 0 turns them off.
+	Bootstrap int
+	// Workers parse messages in parallel; 0 means one per CPU.
+	Workers int
+	// NewStore opens the store a run trains; nil means a fresh in-memory
+	// store. Cross-validation opens one per fold.
+	NewStore func(ctx context.Context) (store.Store, error)
+}
+
+// DefaultOptions are the options of a run unless told otherwise.
+func DefaultOptions() Options {
+	return Options{Mode: "split", Split: 0.8, Part: "all", Folds: 10, Seed: 1, Train: "all", Workers: runtime.GOMAXPROCS(0)}
+}
+
+// Report is the outcome of one run.
+type Report struct {
+	Metrics
+	// Mode, Part and Train repeat the protocol.
+	Mode  string `json:"mode"`
+	Part  string `json:"part"`
+	Train string `json:"train,omitempty"`
+	// Trained is the number of messages trained on (online: how many of
+	// them the training rule chose).
+	Trained int `json:"trained"`
+	// Settings lists every filter setting of the run.
+	Settings map[string]string `json:"settings"`
+	// Folds holds each fold's metrics in cross-validation.
+	Folds []Metrics `json:"folds,omitempty"`
+	// Spread gives, per metric, the mean and standard deviation across
+	// folds, or a bootstrap 95% interval.
+	Spread map[string]Interval `json:"spread,omitempty"`
+	// Seconds is the wall-clock time of the run, parsing included.
+	Seconds float64 `json:"seconds"`
+	// Records holds every tested message's outcome, in test order.
+	Records []Record `json:"-"`
+}
+
+// Run evaluates cfg on c under o.
+func Run(ctx context.Context, c *Corpus, cfg filter.Config, o Options) (*Report, error) {
+	start := time.Now()
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ps, err := c.prepared(ctx, cfg, o.Workers)
+	if err != nil {
+		return nil, err
+	}
+	idx := o.part(len(c.Messages))
+	r := &Report{Mode: o.Mode, Part: o.Part, Settings: settingsOf(cfg)}
+	switch o.Mode {
+	case "split":
+		// A part other than "all" is one side of the split already, and
+		// is split again.
+		n := int(math.Round(float64(len(idx)) * o.Split))
+		r.Trained = n
+		r.Records, err = o.trainTest(ctx, c, ps, cfg, idx[:n], idx[n:])
+	case "cv":
+		err = o.crossValidate(ctx, c, ps, cfg, idx, r)
+	case "online":
+		r.Train = o.Train
+		r.Records, r.Trained, err = o.online(ctx, c, ps, cfg, idx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Metrics = Compute(r.Records)
+	if o.Bootstrap > 0 && o.Mode != "cv" {
+		r.Spread = bootstrap(r.Records, o.Bootstrap, o.Seed)
+	}
+	r.Seconds = time.Since(start).Seconds()
+	return r, nil
+}
+
+func (o *Options) check() error {
+	switch o.Mode {
+	case "split", "cv", "online":
+	default:
+		return fmt.Errorf("%w: mode %q: want split, cv or online", ErrOptions, o.Mode)
+	}
+	switch o.Part {
+	case "all", "train", "test":
+	case "":
+		o.Part = "all"
+	default:
+		return fmt.Errorf("%w: part %q: want all, train or test", ErrOptions, o.Part)
+	}
+	if !(o.Split > 0 && o.Split < 1) {
+		return fmt.Errorf("%w: split %v: want a fraction between 0 and 1", ErrOptions, o.Split)
+	}
+	if o.Mode == "cv" && o.Folds < 2 {
+		return fmt.Errorf("%w: %d folds: want at least 2", ErrOptions, o.Folds)
+	}
+	if _, err := parseTrain(o.Train); err != nil {
+		return err
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	return nil
+}
+
+// part returns the positions of the messages the run uses, in order.
+func (o *Options) part(n int) []int {
+	cut := int(math.Round(float64(n) * o.Split))
+	lo, hi := 0, n
+	switch o.Part {
+	case "train":
+		hi = cut
+	case "test":
+		lo = cut
+	}
+	idx := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+// trainRule is a parsed online training rule.
+type trainRule struct {
+	onError bool
+	thick   float64 // margin around the threshold, when > 0
+}
+
+func parseTrain(s string) (trainRule, error) {
+	switch {
+	case s == "" || s == "all":
+		return trainRule{}, nil
+	case s == "on-error":
+		return trainRule{onError: true}, nil
+	case strings.HasPrefix(s, "thick:"):
+		m, err := strconv.ParseFloat(strings.TrimPrefix(s, "thick:"), 64)
+		if err != nil || !(m > 0) {
+			return trainRule{}, fmt.Errorf("%w: train %q: want thick:M with a margin M > 0", ErrOptions, s)
+		}
+		return trainRule{onError: true, thick: m}, nil
+	}
+	return trainRule{}, fmt.Errorf("%w: train %q: want all, on-error or thick:M", ErrOptions, s)
+}
+
+func (o *Options) newFilter(ctx context.Context, cfg filter.Config) (*filter.Filter, error) {
+	var st store.Store = store.NewMemory()
+	if o.NewStore != nil {
+		var err error
+		if st, err = o.NewStore(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return filter.New(st, cfg)
+}
+
+// trainTest trains a fresh model on the messages at train and tests it on
+// those at test.
+func (o *Options) trainTest(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, train, test []int) ([]Record, error) {
+	f, err := o.newFilter(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Store().Close()
+	if err := trainAll(ctx, f, c, ps, train); err != nil {
+		return nil, err
+	}
+	return testAll(ctx, f, c, ps, test)
+}
+
+// trainAll trains the messages at idx in batches.
+func trainAll(ctx context.Context, f *filter.Filter, c *Corpus, ps []filter.Prepared, idx []int) error {
+	const batch = 512
+	items := make([]filter.Item, 0, batch)
+	for k, i := range idx {
+		items = append(items, filter.Item{Prepared: ps[i], Class: classOf(c.Messages[i].Spam)})
+		if len(items) == batch || k == len(idx)-1 {
+			if _, err := f.Train(ctx, "", items); err != nil {
+				return err
+			}
+			items = items[:0]
+		}
+	}
+	return nil
+}
+
+func classOf(spam bool) string {
+	if spam {
+		return filter.Spam
+	}
+	return filter.Ham
+}
+
+// testAll classifies the messages at idx.
+func testAll(ctx context.Context, f *filter.Filter, c *Corpus, ps []filter.Prepared, idx []int) ([]Record, error) {
+	rs := make([]Record, len(idx))
+	for k, i := range idx {
+		v, err := f.ClassifyPrepared(ctx, "", ps[i], 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Messages[i].Path, err)
+		}
+		rs[k] = Record{Pos: i, Spam: c.Messages[i].Spam, Score: v.Score, Verdict: v.Label()}
+	}
+	return rs, nil
+}
+
+func (o *Options) crossValidate(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, idx []int, r *Report) error {
+	folds := stratifiedFolds(c, idx, o.Folds, o.Seed)
+	for k := range folds {
+		var train []int
+		for j, f := range folds {
+			if j != k {
+				train = append(train, f...)
+			}
+		}
+		slices.Sort(train) // train in index order, as mail arrives
+		rs, err := o.trainTest(ctx, c, ps, cfg, train, folds[k])
+		if err != nil {
+			return fmt.Errorf("fold %d: %w", k+1, err)
+		}
+		r.Folds = append(r.Folds, Compute(rs))
+		r.Records = append(r.Records, rs...)
+		r.Trained += len(train)
+	}
+	r.Trained /= len(folds)
+	r.Spread = spreadOf(r.Folds)
+	return nil
+}
+
+// stratifiedFolds deals the spams and the hams of idx, each shuffled with
+// seed, into k folds in turn, so that every fold has the corpus's spam
+// ratio.
+func stratifiedFolds(c *Corpus, idx []int, k int, seed uint64) [][]int {
+	var spam, ham []int
+	for _, i := range idx {
+		if c.Messages[i].Spam {
+			spam = append(spam, i)
+		} else {
+			ham = append(ham, i)
+		}
+	}
+	r := rand.New(rand.NewPCG(seed, 0xf01d))
+	folds := make([][]int, k)
+	n := 0
+	for _, set := range [][]int{spam, ham} {
+		r.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
+		for _, i := range set {
+			folds[n%k] = append(folds[n%k], i)
+			n++
+		}
+	}
+	for _, f := range folds {
+		slices.Sort(f)
+	}
+	return folds
+}
+
+// online runs the immediate-feedback protocol over idx in order.
+func (o *Options) online(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, idx []int) ([]Record, int, error) {
+	rule, _ := parseTrain(o.Train)
+	f, err := o.newFilter(ctx, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Store().Close()
+	threshold := cfg.Threshold()
+	rs := make([]Record, len(idx))
+	trained := 0
+	for k, i := range idx {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		m := c.Messages[i]
+		v, err := f.ClassifyPrepared(ctx, "", ps[i], 0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		rs[k] = Record{Pos: i, Spam: m.Spam, Score: v.Score, Verdict: v.Label()}
+		wrong := (v.Label() == filter.Spam) != m.Spam
+		near := rule.thick > 0 && v.Score > threshold-rule.thick && v.Score < threshold+rule.thick
+		if rule.onError && !wrong && !near && !v.Unsure {
+			continue
+		}
+		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: ps[i], Class: classOf(m.Spam)}}); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		trained++
+	}
+	return rs, trained, nil
+}
+
+// settingsOf lists every setting of cfg by name.
+func settingsOf(cfg filter.Config) map[string]string {
+	m := make(map[string]string)
+	for _, k := range filter.Keys() {
+		m[k], _ = cfg.Get(k)
+	}
+	return m
+}
+
+// WriteRecords writes rs to path as TSV: position in the index, gold label,
+// score and verdict, one message a line, under a header line.
+func WriteRecords(path string, rs []Record) error {
+	var b strings.Builder
+	b.WriteString("pos\tgold\tscore\tverdict\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", r.Pos, classOf(r.Spam), strconv.FormatFloat(r.Score, 'g', 17, 64), r.Verdict)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write records: %w", err)
+	}
+	return nil
+}

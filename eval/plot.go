@@ -1,0 +1,152 @@
+package eval
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+var (
+	spamColor = color.RGBA{R: 200, G: 40, B: 40, A: 255}
+	hamColor  = color.RGBA{R: 30, G: 90, B: 200, A: 255}
+)
+
+// savePlot writes p to dir as name.svg and name.png.
+func savePlot(p *plot.Plot, dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("plot %s: %w", name, err)
+	}
+	for _, ext := range []string{".svg", ".png"} {
+		if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, name+ext)); err != nil {
+			return fmt.Errorf("plot %s%s: %w", name, ext, err)
+		}
+	}
+	return nil
+}
+
+// PlotROC draws the ROC curve of rs with the FP rate on a log scale, where
+// a mail filter operates, to dir/roc.{svg,png}.
+func PlotROC(dir, title string, rs []Record) error {
+	fpr, tpr := ROC(rs)
+	m := Compute(rs)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s — (1-AUC)%% %.3f", title, m.OneMinusAUCPct)
+	p.X.Label.Text = "false positive rate (ham flagged as spam)"
+	p.Y.Label.Text = "true positive rate (spam caught)"
+	// A log axis cannot show 0: FP rates below one ham are drawn at half a
+	// ham, which is where the curve starts on this scale.
+	floor := 0.5 / math.Max(1, float64(m.Ham))
+	pts := make(plotter.XYs, 0, len(fpr))
+	for i := range fpr {
+		pts = append(pts, plotter.XY{X: math.Max(fpr[i], floor), Y: tpr[i]})
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = spamColor
+	l.Width = vg.Points(1.5)
+	p.Add(l, plotter.NewGrid())
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Min, p.X.Max = floor, 1
+	p.Y.Min, p.Y.Max = math.Max(0, minY(pts)-0.01), 1
+	return savePlot(p, dir, "roc")
+}
+
+func minY(pts plotter.XYs) float64 {
+	// The interesting part of the curve starts at its first step off zero.
+	lo := 1.0
+	for _, p := range pts {
+		if p.Y > 0 && p.Y < lo {
+			lo = p.Y
+		}
+	}
+	return lo
+}
+
+// PlotHistogram draws the distribution of scores per class to
+// dir/scores.{svg,png}.
+func PlotHistogram(dir, title string, rs []Record, threshold float64) error {
+	var spam, ham plotter.Values
+	for _, r := range rs {
+		s := math.Max(-60, math.Min(60, r.Score)) // keep outliers on the chart
+		if r.Spam {
+			spam = append(spam, s)
+		} else {
+			ham = append(ham, s)
+		}
+	}
+	p := plot.New()
+	p.Title.Text = title + " — scores by class"
+	p.X.Label.Text = "spam log-odds (clipped to ±60)"
+	p.Y.Label.Text = "messages"
+	for _, set := range []struct {
+		name string
+		v    plotter.Values
+		c    color.Color
+	}{{"ham", ham, hamColor}, {"spam", spam, spamColor}} {
+		if len(set.v) == 0 {
+			continue
+		}
+		h, err := plotter.NewHist(set.v, 60)
+		if err != nil {
+			return err
+		}
+		h.FillColor = withAlpha(set.c, 110)
+		h.LineStyle.Color = set.c
+		p.Add(h)
+		p.Legend.Add(set.name, h)
+	}
+	t, err := plotter.NewLine(plotter.XYs{{X: threshold, Y: 0}, {X: threshold, Y: float64(len(rs)) / 8}})
+	if err != nil {
+		return err
+	}
+	t.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(t)
+	p.Legend.Add("threshold", t)
+	p.Legend.Top = true
+	return savePlot(p, dir, "scores")
+}
+
+func withAlpha(c color.Color, a uint8) color.Color {
+	r, g, b, _ := c.RGBA()
+	return color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: a}
+}
+
+// PlotCurve draws a learning curve to dir/learning.{svg,png}.
+func PlotCurve(dir, title string, pts []CurvePoint) error {
+	p := plot.New()
+	p.Title.Text = title + " — learning curve"
+	p.X.Label.Text = "training messages"
+	p.Y.Label.Text = "error rate"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	train, test := make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts))
+	errs := make(plotter.YErrors, len(pts))
+	for i, pt := range pts {
+		train[i] = plotter.XY{X: float64(pt.Size), Y: pt.TrainError}
+		test[i] = plotter.XY{X: float64(pt.Size), Y: pt.TestError}
+		errs[i] = struct{ Low, High float64 }{pt.TestErrorSD, pt.TestErrorSD}
+	}
+	if err := plotutil.AddLinePoints(p, "training error", train, "test error", test); err != nil {
+		return err
+	}
+	eb, err := plotter.NewYErrorBars(struct {
+		plotter.XYer
+		plotter.YErrorer
+	}{test, errs})
+	if err != nil {
+		return err
+	}
+	p.Add(eb, plotter.NewGrid())
+	p.Legend.Top = true
+	return savePlot(p, dir, "learning")
+}

@@ -1,0 +1,253 @@
+package filter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/nb"
+	"github.com/spamd/spamd/tokenize"
+)
+
+// ErrBadSetting is returned by Config.Set for an unknown key or a value
+// that does not parse.
+var ErrBadSetting = errors.New("bad setting")
+
+// Config is everything that shapes a filter's verdicts.
+type Config struct {
+	// Classes names the classes, at least two. Default ham and spam.
+	Classes []string
+	// Positive is the class the score and probability are about and the
+	// unsure band applies to. Default spam.
+	Positive string
+	// Negative is the class a false positive truly was. Default ham.
+	Negative string
+	// Tokenize selects what the tokenizer makes of a message.
+	Tokenize tokenize.Options
+	// Bag selects how tokens become features.
+	Bag bow.Options
+	// NB holds the classifier's settings.
+	NB nb.Params
+	// CostFP is the loss of deciding Positive for a Negative message (a
+	// lost legitimate message), CostFN the loss of letting a Positive one
+	// through; only their ratio matters. The decision is Positive when
+	// P(Positive|x) > CostFP/(CostFP+CostFN).
+	CostFP, CostFN float64
+	// UnsureLow and UnsureHigh bound the unsure band on the log-odds of
+	// Positive: a message scoring in [UnsureLow, UnsureHigh) is unsure.
+	// Equal bounds turn the band off.
+	UnsureLow, UnsureHigh float64
+}
+
+// DefaultConfig returns the settings the product ships with, chosen by
+// cross-validation on the training side of the SpamAssassin public corpus
+// (see docs/evaluation.md).
+func DefaultConfig() Config {
+	return Config{
+		Classes:    []string{Ham, Spam},
+		Positive:   Spam,
+		Negative:   Ham,
+		Tokenize:   tokenize.DefaultOptions(),
+		Bag:        bow.Options{},
+		NB:         nb.Params{Alpha: 1},
+		CostFP:     1,
+		CostFN:     1,
+		UnsureLow:  0,
+		UnsureHigh: 0,
+	}
+}
+
+// HasClass reports whether c is one of the configured classes.
+func (c Config) HasClass(class string) bool { return slices.Contains(c.Classes, class) }
+
+// Validate reports the first setting that is out of range.
+func (c Config) Validate() error {
+	if len(c.Classes) < 2 {
+		return fmt.Errorf("%w: need at least two classes, have %q", ErrBadSetting, c.Classes)
+	}
+	if !c.HasClass(c.Positive) || !c.HasClass(c.Negative) || c.Positive == c.Negative {
+		return fmt.Errorf("%w: positive %q and negative %q must be two of the classes %q", ErrBadSetting, c.Positive, c.Negative, c.Classes)
+	}
+	if !(c.CostFP > 0) || !(c.CostFN > 0) || math.IsInf(c.CostFP, 0) || math.IsInf(c.CostFN, 0) {
+		return fmt.Errorf("%w: costs must be positive and finite (cost_fp %v, cost_fn %v)", ErrBadSetting, c.CostFP, c.CostFN)
+	}
+	if err := c.NB.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSetting, err)
+	}
+	if _, err := c.decider(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c Config) decider() (nb.Decider, error) {
+	loss, err := nb.CostRatio(c.Classes, c.Positive, c.Negative, c.CostFP, c.CostFN)
+	if err != nil {
+		return nb.Decider{}, fmt.Errorf("%w: %v", ErrBadSetting, err)
+	}
+	d := nb.Decider{Loss: loss, Positive: c.Positive, UnsureLow: c.UnsureLow, UnsureHigh: c.UnsureHigh}
+	if err := d.Validate(c.Classes); err != nil {
+		return nb.Decider{}, fmt.Errorf("%w: %v", ErrBadSetting, err)
+	}
+	return d, nil
+}
+
+// Threshold returns the log-odds of Positive above which the loss matrix
+// decides Positive (for two classes): log(CostFP/CostFN).
+func (c Config) Threshold() float64 { return math.Log(c.CostFP / c.CostFN) }
+
+// setting is one named, settable option.
+type setting struct {
+	doc string
+	set func(c *Config, v string) error
+	get func(c *Config) string
+}
+
+func floatSetting(doc string, p func(c *Config) *float64) setting {
+	return setting{doc: doc,
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(f) {
+				return fmt.Errorf("not a number: %q", v)
+			}
+			*p(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*p(c), 'g', -1, 64) },
+	}
+}
+
+func intSetting(doc string, p func(c *Config) *int) setting {
+	return setting{doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("not a whole number ≥ 0: %q", v)
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*p(c)) },
+	}
+}
+
+func boolSetting(doc string, p func(c *Config) *bool) setting {
+	return setting{doc: doc,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("not true or false: %q", v)
+			}
+			*p(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
+	}
+}
+
+// settings names every option of a Config, so that the command line, the
+// configuration file and evaluation sweeps all speak of them alike.
+var settings = map[string]setting{
+	"alpha":        floatSetting("additive smoothing α of p(w|c) (1 = Laplace)", func(c *Config) *float64 { return &c.NB.Alpha }),
+	"prior_alpha":  floatSetting("Dirichlet pseudo-count per class of the MAP prior", func(c *Config) *float64 { return &c.NB.PriorAlpha }),
+	"lambda":       floatSetting("tokens the global p(w|c) is worth in a user's estimate", func(c *Config) *float64 { return &c.NB.Lambda }),
+	"lambda_prior": floatSetting("messages the global P(c) is worth in a user's prior", func(c *Config) *float64 { return &c.NB.LambdaPrior }),
+	"normalize":    floatSetting("length normalization exponent β (0 = off, 1 = average token)", func(c *Config) *float64 { return &c.NB.Normalize }),
+	"top":          intSetting("score only the N most telling features (0 = all)", func(c *Config) *int { return &c.NB.TopN }),
+	"complement":   boolSetting("complement naive Bayes", func(c *Config) *bool { return &c.NB.Complement }),
+	"min_count":    floatSetting("leave out features seen fewer times than this in training", func(c *Config) *float64 { return &c.NB.MinCount }),
+	"cost_fp":      floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),
+	"cost_fn":      floatSetting("loss of a false negative (a spam let through)", func(c *Config) *float64 { return &c.CostFN }),
+	"unsure_low":   floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
+	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
+	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
+	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
+	"received":     boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
+	"urls":         boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
+	"html":         boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),
+	"max_tokens":   intSetting("most tokens read from one message", func(c *Config) *int { return &c.Tokenize.MaxTokens }),
+	"max_bytes":    intSetting("bytes of a message the tokenizer reads", func(c *Config) *int { return &c.Tokenize.MaxBytes }),
+	"min_len":      intSetting("shortest body word kept, in runes", func(c *Config) *int { return &c.Tokenize.MinTokenLen }),
+	"max_len":      intSetting("longest word kept, in runes", func(c *Config) *int { return &c.Tokenize.MaxTokenLen }),
+	"prior": {doc: "class prior estimate: ml, map or uniform",
+		set: func(c *Config, v string) error { return c.NB.Prior.UnmarshalText([]byte(v)) },
+		get: func(c *Config) string { return c.NB.Prior.String() },
+	},
+	"counts": {doc: "feature counts: tf (occurrences) or boolean (presence)",
+		set: func(c *Config, v string) error {
+			switch v {
+			case "tf":
+				c.Bag.Boolean = false
+			case "boolean":
+				c.Bag.Boolean = true
+			default:
+				return fmt.Errorf("want tf or boolean, not %q", v)
+			}
+			return nil
+		},
+		get: func(c *Config) string {
+			if c.Bag.Boolean {
+				return "boolean"
+			}
+			return "tf"
+		},
+	},
+	"headers": {doc: "header fields tokenized with their name as prefix, separated by '+' (none for no field)",
+		set: func(c *Config, v string) error {
+			c.Tokenize.Headers = []string{}
+			if v == "none" || v == "" {
+				return nil
+			}
+			for _, h := range strings.Split(v, "+") {
+				c.Tokenize.Headers = append(c.Tokenize.Headers, strings.ToLower(strings.TrimSpace(h)))
+			}
+			return nil
+		},
+		get: func(c *Config) string {
+			if len(c.Tokenize.Headers) == 0 {
+				return "none"
+			}
+			return strings.Join(c.Tokenize.Headers, "+")
+		},
+	},
+}
+
+// Set changes the option named key to value. Keys are listed by Keys;
+// values are numbers, true/false, or the words the option documents.
+func (c *Config) Set(key, value string) error {
+	s, ok := settings[key]
+	if !ok {
+		return fmt.Errorf("%w: unknown key %q (known: %s)", ErrBadSetting, key, strings.Join(Keys(), ", "))
+	}
+	if err := s.set(c, value); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadSetting, key, err)
+	}
+	return nil
+}
+
+// Get returns the value of the option named key, as Set takes it.
+func (c *Config) Get(key string) (string, error) {
+	s, ok := settings[key]
+	if !ok {
+		return "", fmt.Errorf("%w: unknown key %q", ErrBadSetting, key)
+	}
+	return s.get(c), nil
+}
+
+// Keys lists the names of all options, sorted.
+func Keys() []string {
+	ks := make([]string, 0, len(settings))
+	for k := range settings {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Doc returns the one-line description of the option named key.
+func Doc(key string) string { return settings[key].doc }

@@ -1,0 +1,333 @@
+// Package filter is the one façade over the spam filter: it turns a raw
+// message into a verdict, and trains, relabels and forgets messages.
+//
+// It wires the pieces together and holds no algorithm of its own: tokenize
+// makes tokens, bow makes a bag of hashed features, store keeps per-user
+// counts, and nb scores and decides. A user's model is scored with the
+// global model (user "") as its prior, so a user who never trained anything
+// gets the global model's verdicts.
+//
+// Training is idempotent per message: a message is identified by
+// tokenize.Digest, and the store records which class it was trained as, so
+// the same message trained twice counts once, and a message trained with
+// another label is first untrained. Untraining subtracts the bag the
+// message makes now: if the tokenizer or bag options change between
+// training and untraining, the counts drift (never below zero); keep them
+// fixed for a store's lifetime.
+package filter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/nb"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/tokenize"
+)
+
+// The default classes.
+const (
+	Spam = "spam"
+	Ham  = "ham"
+)
+
+// ErrUnknownClass is returned for a class the filter was not configured
+// with.
+var ErrUnknownClass = errors.New("unknown class")
+
+// Filter classifies and trains messages against a store. It is safe for
+// concurrent use.
+type Filter struct {
+	st      store.Store
+	tok     *tokenize.Tokenizer
+	cfg     Config
+	decider nb.Decider
+}
+
+// New returns a filter over st configured by cfg.
+func New(st store.Store, cfg Config) (*Filter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := cfg.decider()
+	if err != nil {
+		return nil, err
+	}
+	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d}, nil
+}
+
+// Config returns the filter's configuration.
+func (f *Filter) Config() Config { return f.cfg }
+
+// Store returns the store the filter reads and trains.
+func (f *Filter) Store() store.Store { return f.st }
+
+// Prepared is a message made ready for scoring or training: its identity
+// and its bag of features. Preparing is the CPU-heavy part and needs no
+// store, so callers may prepare many messages in parallel.
+type Prepared struct {
+	// Digest identifies the message.
+	Digest store.Digest
+	// Bag holds the message's features.
+	Bag bow.Bag
+	// Lang is the detected language of the body, "" if unknown.
+	Lang string
+	// Truncated reports that the message was longer than the tokenizer
+	// reads.
+	Truncated bool
+	// Problems lists non-fatal trouble met while parsing.
+	Problems []string
+}
+
+// Prepare parses raw into a Prepared message. With names set, the bag keeps
+// each token's text for explanations. It fails, wrapping
+// tokenize.ErrMalformed, only for input that is not a message at all.
+func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
+	res, err := f.tok.Tokenize(raw)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("tokenize: %w", err)
+	}
+	o := f.cfg.Bag
+	o.KeepNames = names
+	return Prepared{
+		Digest:    tokenize.Digest(raw),
+		Bag:       bow.New(res.Tokens, o),
+		Lang:      res.Lang,
+		Truncated: res.Truncated,
+		Problems:  res.Problems,
+	}, nil
+}
+
+// Verdict is the filter's conclusion about one message.
+type Verdict struct {
+	// Class is the class decided on, by least expected loss.
+	Class string
+	// Unsure is set when the spam log-odds fall in the unsure band; Class
+	// is then only the better guess.
+	Unsure bool
+	// Probability is the posterior probability of the positive class
+	// (spam).
+	Probability float64
+	// Score is the log-odds of the positive class against its rival:
+	// log P(spam|x) − log P(ham|x) for two classes. Rank messages by it.
+	Score float64
+	// Posterior gives P(c|x) for every class.
+	Posterior map[string]float64
+	// Used is the number of the message's features that were scored.
+	Used int
+	// Digest identifies the message.
+	Digest store.Digest
+	// TrainedAs is the class the message was already trained as for the
+	// user, "" if none.
+	TrainedAs string
+	// Toward lists, for the positive class and its rival, the features
+	// that pushed hardest toward it; nil unless explanation was asked for.
+	Toward map[string][]nb.Contribution
+	// Problems lists non-fatal trouble met while parsing.
+	Problems []string
+}
+
+// Label returns "unsure" for an unsure verdict, else the class.
+func (v Verdict) Label() string {
+	if v.Unsure {
+		return "unsure"
+	}
+	return v.Class
+}
+
+// Classify scores raw for user. With explain > 0 the verdict lists that
+// many features toward each side.
+func (f *Filter) Classify(ctx context.Context, user string, raw []byte, explain int) (Verdict, error) {
+	p, err := f.Prepare(raw, explain > 0)
+	if err != nil {
+		return Verdict{}, err
+	}
+	return f.ClassifyPrepared(ctx, user, p, explain)
+}
+
+// ClassifyPrepared scores a prepared message for user.
+func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, explain int) (Verdict, error) {
+	if err := store.ValidUser(user); err != nil {
+		return Verdict{}, err
+	}
+	m, fs, err := f.features(ctx, user, p.Bag)
+	if err != nil {
+		return Verdict{}, err
+	}
+	var r nb.Result
+	var ex nb.Explanation
+	if explain > 0 {
+		ex = m.Explain(fs, explain)
+		r = ex.Result
+	} else {
+		r = m.Score(fs)
+	}
+	d := f.decider.Decide(r)
+	v := Verdict{
+		Class:     d.Class,
+		Unsure:    d.Unsure,
+		Score:     r.LogOdds(f.cfg.Positive),
+		Posterior: make(map[string]float64, len(r.Classes)),
+		Used:      r.Used,
+		Digest:    p.Digest,
+		Problems:  p.Problems,
+	}
+	for i, c := range r.Classes {
+		v.Posterior[c] = r.Posterior[i]
+	}
+	v.Probability = v.Posterior[f.cfg.Positive]
+	if explain > 0 {
+		v.Toward = make(map[string][]nb.Contribution, 2)
+		pi := r.Index(f.cfg.Positive)
+		for _, i := range []int{pi, ex.Rival[pi]} {
+			v.Toward[r.Classes[i]] = ex.Toward[i]
+		}
+	}
+	if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
+		return Verdict{}, fmt.Errorf("seen record: %w", err)
+	}
+	return v, nil
+}
+
+// features looks up the counts of bag's features for user, with the
+// global model as the prior of the user's, and returns the model to score
+// them with.
+func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Model, []nb.Feature, error) {
+	gt, err := f.st.Totals(ctx, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("global totals: %w", err)
+	}
+	m := &nb.Model{
+		Classes:    f.cfg.Classes,
+		Params:     f.cfg.NB,
+		Global:     f.totals(gt),
+		Vocabulary: float64(gt.Vocabulary),
+	}
+	hashes := bag.Hashes()
+	gc, err := f.st.Lookup(ctx, "", hashes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("global counts: %w", err)
+	}
+	var uc []store.Counts
+	var ut store.Totals
+	if user != "" {
+		if ut, err = f.st.Totals(ctx, user); err != nil {
+			return nil, nil, fmt.Errorf("totals of %s: %w", user, err)
+		}
+		if trained(ut) {
+			t := f.totals(ut)
+			m.User = &t
+			if uc, err = f.st.Lookup(ctx, user, hashes); err != nil {
+				return nil, nil, fmt.Errorf("counts of %s: %w", user, err)
+			}
+		}
+	}
+	// One backing array for every per-class slice keeps scoring a message
+	// to a handful of allocations.
+	k := len(f.cfg.Classes)
+	width := k
+	if uc != nil {
+		width = 2 * k
+	}
+	buf := make([]float64, len(hashes)*width)
+	gmap := f.classMap(gt)
+	umap := f.classMap(ut)
+	fs := make([]nb.Feature, len(hashes))
+	for i, h := range hashes {
+		row := buf[i*width : (i+1)*width]
+		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(bag.Counts[h]), Global: remap(row[:k], gc[i], gmap)}
+		if bag.Names != nil {
+			fs[i].Name = bag.Names[h]
+		}
+		if uc != nil {
+			fs[i].User = remap(row[k:], uc[i], umap)
+		}
+	}
+	return m, fs, nil
+}
+
+// classMap returns, for each configured class, its index in t.Classes or
+// -1: the store numbers classes in the order they were first trained.
+func (f *Filter) classMap(t store.Totals) []int {
+	idx := make([]int, len(f.cfg.Classes))
+	for i, c := range f.cfg.Classes {
+		idx[i] = t.Index(c)
+	}
+	return idx
+}
+
+func remap(dst []float64, c store.Counts, idx []int) []float64 {
+	if c == nil {
+		return nil
+	}
+	for i, j := range idx {
+		if j >= 0 && j < len(c) {
+			dst[i] = float64(c[j])
+		}
+	}
+	return dst
+}
+
+func (f *Filter) totals(t store.Totals) nb.Totals {
+	idx := f.classMap(t)
+	out := nb.Totals{Messages: make([]float64, len(idx)), Tokens: make([]float64, len(idx))}
+	for i, j := range idx {
+		if j >= 0 {
+			out.Messages[i] = float64(t.Messages[j])
+			out.Tokens[i] = float64(t.Tokens[j])
+		}
+	}
+	return out
+}
+
+func trained(t store.Totals) bool {
+	for _, n := range t.Messages {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Item is one message to train: a prepared message and the class to train
+// it as, "" to forget it.
+type Item struct {
+	Prepared
+	Class string
+}
+
+// Train trains, relabels or forgets items for user in one batch. Each item
+// is applied whole or not at all, and retraining a message as the class it
+// already has changes nothing.
+func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.Result, error) {
+	if err := store.ValidUser(user); err != nil {
+		return nil, err
+	}
+	ops := make([]store.Op, len(items))
+	for i, it := range items {
+		if it.Class != "" && !f.cfg.HasClass(it.Class) {
+			return nil, fmt.Errorf("%w %q (classes: %q)", ErrUnknownClass, it.Class, f.cfg.Classes)
+		}
+		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag.Counts}
+	}
+	res, err := f.st.Apply(ctx, user, ops)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	return res, nil
+}
+
+// Learn trains raw as class for user; an empty class forgets it.
+func (f *Filter) Learn(ctx context.Context, user string, raw []byte, class string) (store.Result, error) {
+	p, err := f.Prepare(raw, false)
+	if err != nil {
+		return store.Result{}, err
+	}
+	res, err := f.Train(ctx, user, []Item{{Prepared: p, Class: class}})
+	if err != nil {
+		return store.Result{}, err
+	}
+	return res[0], nil
+}

@@ -1,0 +1,158 @@
+// Package store persists the counts a naive Bayes model is made of: per
+// user and class, how often each token was seen, how many tokens and
+// messages were trained, and which message was trained as which class.
+//
+// The Store interface is deliberately narrow (batched lookups, per-class
+// totals, one atomic Apply for a batch of training operations) so that a
+// networked backend such as Redis can implement it later. Two backends live
+// here: Badger (package store/badgerstore, the default, embedded) and an
+// in-memory one (Memory) for evaluation runs and tests.
+//
+// User "" is the global model. Every other user name must pass ValidUser,
+// which keeps a user inside its own key space.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spamd/spamd/bow"
+)
+
+// Digest identifies a message by its normalized content.
+type Digest [32]byte
+
+// Totals are the per-class totals of one user's model.
+type Totals struct {
+	// Classes lists the store's class names; every Counts slice returned
+	// by the same store is indexed like it. Classes are only ever appended.
+	Classes []string
+	// Messages[i] is the number of messages trained as Classes[i].
+	Messages []uint64
+	// Tokens[i] is the sum of all token counts of Classes[i].
+	Tokens []uint64
+	// Vocabulary is the number of distinct tokens with a non-zero count in
+	// some class.
+	Vocabulary uint64
+}
+
+// Index returns the index of class in t.Classes, or -1.
+func (t Totals) Index(class string) int {
+	for i, c := range t.Classes {
+		if c == class {
+			return i
+		}
+	}
+	return -1
+}
+
+// Counts holds one token's count per class, indexed like Totals.Classes.
+// A slice shorter than Classes means zero for the missing classes.
+type Counts []uint64
+
+// Op is one training operation on one message.
+type Op struct {
+	// Digest identifies the message (its seen record).
+	Digest Digest
+	// Class is the class to train the message as; "" forgets it.
+	Class string
+	// Bag holds the message's features. It must be the same bag that was
+	// added when the message was trained, since untraining subtracts it.
+	Bag map[bow.Hash]uint32
+}
+
+// Result says what an Op did.
+type Result struct {
+	// Prev is the class the message was trained as before, "" if none.
+	Prev string
+	// Changed is false when the op was a no-op: training a message already
+	// trained as that class, or forgetting one never trained.
+	Changed bool
+}
+
+// Store is a per-user count store.
+type Store interface {
+	// Totals returns the per-class totals of user's model.
+	Totals(ctx context.Context, user string) (Totals, error)
+	// Lookup returns the counts of each hash for user, in the order of
+	// hashes; a token never seen has a nil Counts.
+	Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]Counts, error)
+	// Seen returns the class a message was trained as for user, "" if none.
+	Seen(ctx context.Context, user string, d Digest) (string, error)
+	// Apply carries out ops for user in order. Each op is atomic: all its
+	// count changes and its seen record, or none. An op on a digest already
+	// trained as another class first subtracts the bag from that class
+	// (relabel); an op on a digest trained as the same class is a no-op.
+	// Counts never go below zero. A call with an invalid user or class name
+	// applies nothing. On any other error the results returned are those of
+	// the ops applied before it, ops[:len(results)]; the rest were not.
+	Apply(ctx context.Context, user string, ops []Op) ([]Result, error)
+	// Users lists the users with a model, the global model ("") included
+	// if it has one.
+	Users(ctx context.Context) ([]string, error)
+	// Check verifies that user's seen records, class message counts and
+	// token totals agree, returning ErrInconsistent (wrapped, with details)
+	// when they do not.
+	Check(ctx context.Context, user string) error
+	// Close releases the store.
+	Close() error
+}
+
+// Errors a Store returns, to be tested with errors.Is.
+var (
+	ErrInvalidUser  = errors.New("invalid user name")
+	ErrInvalidClass = errors.New("invalid class name")
+	ErrInconsistent = errors.New("store is inconsistent")
+	ErrClosed       = errors.New("store is closed")
+)
+
+// MaxUserLen is the longest user name accepted.
+const MaxUserLen = 128
+
+// ValidUser reports whether name may be used as a user: "" (the global
+// model), or 1 to MaxUserLen bytes of ASCII letters, digits and ._@+-,
+// not starting with '.' or '-'. Names are case-sensitive. This keeps user
+// names usable as keys and file names without ever reaching another user.
+func ValidUser(name string) error {
+	if name == "" {
+		return nil
+	}
+	if len(name) > MaxUserLen {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidUser, MaxUserLen)
+	}
+	if name[0] == '.' || name[0] == '-' {
+		return fmt.Errorf("%w: %q starts with %q", ErrInvalidUser, name, name[0])
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == '@', c == '+', c == '-':
+		default:
+			return fmt.Errorf("%w: %q has the byte %q", ErrInvalidUser, name, c)
+		}
+	}
+	return nil
+}
+
+// MaxClassLen is the longest class name accepted.
+const MaxClassLen = 64
+
+// ValidClass reports whether name may be used as a class: 1 to MaxClassLen
+// bytes of lowercase ASCII letters, digits, '_' and '-'. Backends register
+// a class on its first use, so a typo would otherwise become a class forever.
+func ValidClass(name string) error {
+	if name == "" || len(name) > MaxClassLen {
+		return fmt.Errorf("%w: %q is not 1 to %d bytes long", ErrInvalidClass, name, MaxClassLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return fmt.Errorf("%w: %q has the byte %q", ErrInvalidClass, name, c)
+		}
+	}
+	return nil
+}
