@@ -160,6 +160,7 @@ var settings = map[string]setting{
 	"normalize":    floatSetting("length normalization exponent β (0 = off, 1 = average token)", func(c *Config) *float64 { return &c.NB.Normalize }),
 	"top":          intSetting("score only the N most telling features (0 = all)", func(c *Config) *int { return &c.NB.TopN }),
 	"complement":   boolSetting("complement naive Bayes", func(c *Config) *bool { return &c.NB.Complement }),
+	"mu":           floatSetting("Dirichlet smoothing mass toward the pooled token distribution (0 = additive only)", func(c *Config) *float64 { return &c.NB.Mu }),
 	"min_count":    floatSetting("leave out features seen fewer times than this in training", func(c *Config) *float64 { return &c.NB.MinCount }),
 	"cost_fp":      floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),
 	"cost_fn":      floatSetting("loss of a false negative (a spam let through)", func(c *Config) *float64 { return &c.CostFN }),

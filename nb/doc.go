@@ -1,0 +1,78 @@
+// Package nb scores messages with a multinomial naive Bayes classifier over
+// two or more named classes, and turns the scores into decisions. It is pure
+// arithmetic on counts the caller supplies: it reads no storage, logs
+// nothing and keeps no state between calls.
+//
+// # Method
+//
+// A message is a bag of features (tokens), each with its count in the
+// message. For each class c,
+//
+//	score(c) = log P(c) + Σ_w count_w · log p(w|c)
+//	p(w|c)   = (n_cw + α) / (n_c + α·V)
+//
+// where n_cw counts w in the messages trained as c, n_c counts all tokens in
+// them, V is the vocabulary size and α > 0 the additive smoothing (1 is
+// Laplace, other values Lidstone); without smoothing, one word never seen in
+// a class would rule that class out. The prior P(c) is the maximum
+// likelihood N_c/N, the MAP estimate (N_c+a)/(N+K·a) under a symmetric
+// Dirichlet prior, or uniform. Scores stay in log space, since a product of
+// a few hundred small probabilities underflows, and the posterior P(c|x) is
+// their softmax, computed with log-sum-exp.
+//
+// A feature with zero counts in every class is left out, as missing data
+// is: the model knows nothing about it, and any constant it contributed
+// would be the same for every class.
+//
+// # Per-user models
+//
+// A user's model is estimated with the global model as its prior, each
+// global probability acting as λ pseudo-counts:
+//
+//	p_u(w|c) = (n_u,cw + λ·p_g(w|c)) / (n_u,c + λ)
+//	P_u(c)   = (N_u,c + λ'·P_g(c)) / (N_u + λ')
+//
+// A user with little training is scored mostly by the global model, one
+// with much mostly by its own counts, and one with none exactly by the
+// global model, which is then the only one computed. Uniform priors stay
+// uniform.
+//
+// # Options
+//
+// Params holds the levers the spam-filtering literature uses, all off by
+// default so that they can be chosen by cross-validation: length
+// normalization, scoring by the TopN most telling tokens only, complement
+// naive Bayes (Rennie et al., 2003) and a minimum training count per token.
+//
+// # Decisions
+//
+// A Decider picks the class of least expected loss Σ_k ℓ(i|k)·P(k|x) for a
+// loss matrix (the 0-1 loss picks the most probable class), and reports
+// Unsure when the log-odds of a positive class fall inside a band. For two
+// classes this is the rule of deciding c1 when
+//
+//	p(x|c1)/p(x|c2) > [(ℓ12 − ℓ22)/(ℓ21 − ℓ11)] · P(c2)/P(c1)
+//
+// whose threshold on the posterior Loss.Threshold reports.
+//
+// # Limits
+//
+// Naive Bayes assumes tokens independent given the class. They are not, so
+// correlated tokens are counted several times and posteriors of all but
+// short messages sit at 0 or 1: they rank messages well but are not
+// calibrated probabilities, and thresholds on them must be chosen on
+// held-out data. For the same reason a spammer can pad a message with
+// innocent words, each adding its own evidence. TopN caps how many tokens
+// count and length normalization how much the length of a message does, but
+// neither makes padding harmless: it has to be measured.
+// Complement naive Bayes changes nothing for two classes: the complement of
+// one class is the other, and the log-odds are those of the plain model.
+//
+// Counts are float64: integers are exact up to 2^53. Score never returns NaN
+// or an infinity: counts that are negative or NaN count as zero, and counts
+// and settings are clamped to ranges (counts up to 1e100, smoothing
+// parameters in [1e-9, 1e9]) within which no sum can overflow.
+//
+// Methods never modify a Model, so one Model can score messages on many
+// goroutines at once.
+package nb

@@ -1,0 +1,411 @@
+package nb
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Feature is one distinct token of a message with its training counts.
+type Feature struct {
+	// Hash identifies the token. It breaks ties between features, so that
+	// results do not depend on their order, and Explain reports it.
+	Hash uint64
+	// Name is the token's text, for Explain; it may be empty.
+	Name string
+	// Count is the number of times the token occurs in the message.
+	Count float64
+	// Global[c] is n_cw, the token's count in class c of the global model.
+	// Nil, or a slice shorter than Model.Classes, means zero for the
+	// classes it lacks.
+	Global []float64
+	// User[c] is the token's count in class c of the user's model, like
+	// Global. It is ignored when the model has no user data.
+	User []float64
+}
+
+// Result is the outcome of scoring one message. Its slices are indexed like
+// Classes.
+type Result struct {
+	// Classes are the model's class names.
+	Classes []string
+	// LogPrior[c] is log P(c).
+	LogPrior []float64
+	// LogJoint[c] is log P(c) + Σ_w count_w · log p(w|c) over the features
+	// scored: log p(x, c) up to a constant, the score of the method. With
+	// Params.Normalize the sum is divided by n^β; with Params.Complement
+	// each log p(w|c) is replaced by −log p̃(w|¬c).
+	LogJoint []float64
+	// LogPosterior[c] is log P(c|x), LogJoint normalized.
+	LogPosterior []float64
+	// Posterior[c] is P(c|x). It may round to 0 or 1 where LogJoint still
+	// orders messages, so rank and threshold on LogOdds.
+	Posterior []float64
+	// Used is the number of features scored: those seen in training, at
+	// least Params.MinCount times, and within Params.TopN.
+	Used int
+	// Tokens is n, the sum of the counts of the features scored.
+	Tokens float64
+
+	norm  float64     // n^β, what the summed log-likelihood was divided by
+	buf   []float64   // backing array of the per-class slices
+	cand  []candidate // features scored, when recorded
+	terms []float64   // their per-class terms, at candidate.at
+}
+
+// Index returns the index of class in r.Classes, or -1.
+func (r Result) Index(class string) int {
+	return slices.Index(r.Classes, class)
+}
+
+// LogOdds returns log P(class|x) − log P(other|x) for the most probable
+// other class: for spam and ham, log P(spam|x) − log P(ham|x). Positive
+// means class is the most probable. It is 0 when class is not one of
+// r.Classes or has no other class to compare with.
+func (r Result) LogOdds(class string) float64 {
+	i := r.Index(class)
+	if i < 0 {
+		return 0
+	}
+	j := r.rival(i)
+	if j < 0 {
+		return 0
+	}
+	return at(r.LogJoint, i) - at(r.LogJoint, j)
+}
+
+// rival returns the most probable class other than i, the lowest index on
+// a tie, or -1 when there is none.
+func (r Result) rival(i int) int {
+	j := -1
+	for k := range r.Classes {
+		if k != i && (j < 0 || at(r.LogJoint, k) > at(r.LogJoint, j)) {
+			j = k
+		}
+	}
+	return j
+}
+
+// Score scores the message whose features are fs.
+func (m *Model) Score(fs []Feature) Result {
+	var r Result
+	m.score(&r, fs, false)
+	return r
+}
+
+// ScoreInto is Score writing into r. It reuses r's slices when they are
+// large enough, so that a loop scoring many messages into one Result does
+// not allocate. Copies of r share its slices: a Result to be kept must not
+// be passed to ScoreInto again.
+func (m *Model) ScoreInto(r *Result, fs []Feature) {
+	m.score(r, fs, false)
+}
+
+// candidate is a feature to score, with its terms recorded for TopN or
+// Explain.
+type candidate struct {
+	feat   int // index in the message's features
+	at     int // offset of its terms in Result.terms
+	hash   uint64
+	count  float64
+	spread float64
+}
+
+// before reports whether a tells classes apart better than b: a larger
+// spread, then a smaller hash, then an earlier feature, so that the order
+// is total and does not depend on the order of the features.
+func (a candidate) before(b candidate) bool {
+	if a.spread != b.spread {
+		return a.spread > b.spread
+	}
+	if a.hash != b.hash {
+		return a.hash < b.hash
+	}
+	return a.feat < b.feat
+}
+
+// siftUp and siftDown restore the heap order of h, in which every
+// candidate comes before its parent, after h[i] changed.
+func siftUp(h []candidate, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[p].before(h[i]) {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func siftDown(h []candidate, i int) {
+	for {
+		w := i
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(h) && h[w].before(h[c]) {
+				w = c
+			}
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
+}
+
+// score fills r. When record is set, or TopN needs them, it keeps the
+// features scored in r.cand and their terms in r.terms.
+func (m *Model) score(r *Result, fs []Feature, record bool) {
+	s := m.Params.settings()
+	k := len(m.Classes)
+	work := r.reset(m.Classes)
+	user := m.userData()
+	e := newEstimator(m, s, user, work)
+	m.logPriors(s, user, r.LogPrior)
+
+	// LogJoint accumulates the log-likelihood until the prior is added.
+	sum := r.LogJoint
+	if !record && (s.topN == 0 || len(fs) <= s.topN) {
+		for i := range fs {
+			n := e.terms(&fs[i])
+			if n == 0 {
+				continue
+			}
+			for c, t := range e.g {
+				sum[c] += n * t
+			}
+			r.Used++
+			r.Tokens += n
+		}
+	} else {
+		// With TopN, r.cand is a heap of the best features so far, the
+		// least telling at its root, and a feature that displaces the root
+		// takes over its terms' slot: O(F log N) time, O(N) space.
+		for i := range fs {
+			n := e.terms(&fs[i])
+			if n == 0 {
+				continue
+			}
+			lo, hi := e.g[0], e.g[0]
+			for _, t := range e.g {
+				lo, hi = min(lo, t), max(hi, t)
+			}
+			f := candidate{feat: i, hash: fs[i].Hash, count: n, spread: hi - lo}
+			switch {
+			case s.topN == 0 || len(r.cand) < s.topN:
+				f.at = len(r.terms)
+				r.terms = append(r.terms, e.g...)
+				r.cand = append(r.cand, f)
+				if s.topN > 0 {
+					siftUp(r.cand, len(r.cand)-1)
+				}
+			case f.before(r.cand[0]):
+				f.at = r.cand[0].at
+				copy(r.terms[f.at:f.at+k], e.g)
+				r.cand[0] = f
+				siftDown(r.cand, 0)
+			}
+		}
+		// Summing in the order of the message gives the same bits as the
+		// loop above when TopN keeps every feature.
+		if s.topN > 0 {
+			slices.SortFunc(r.cand, func(a, b candidate) int { return cmp.Compare(a.feat, b.feat) })
+		}
+		for _, f := range r.cand {
+			for c, t := range r.terms[f.at : f.at+k] {
+				sum[c] += f.count * t
+			}
+			r.Used++
+			r.Tokens += f.count
+		}
+	}
+
+	// Dividing rather than multiplying by n^−β keeps a tiny n from
+	// overflowing: the sum shrinks with n.
+	r.norm = 1
+	if s.beta > 0 && r.Tokens > 0 {
+		r.norm = math.Pow(r.Tokens, s.beta)
+	}
+	for c := range sum {
+		sum[c] = r.LogPrior[c] + sum[c]/r.norm
+	}
+	r.normalize()
+}
+
+// reset sizes r's per-class slices for classes, zeroed, and returns
+// scratch space for the estimator.
+func (r *Result) reset(classes []string) []float64 {
+	k := len(classes)
+	const exported, scratch = 4, estimatorSlices
+	need := (exported + scratch) * k
+	if cap(r.buf) < need {
+		r.buf = make([]float64, need)
+	}
+	b := r.buf[:need]
+	clear(b)
+	r.Classes = classes
+	r.LogPrior, b = b[:k:k], b[k:]
+	r.LogJoint, b = b[:k:k], b[k:]
+	r.LogPosterior, b = b[:k:k], b[k:]
+	r.Posterior, b = b[:k:k], b[k:]
+	r.Used, r.Tokens = 0, 0
+	r.cand, r.terms = r.cand[:0], r.terms[:0]
+	return b
+}
+
+// normalize sets the posteriors from LogJoint with log-sum-exp: shifting by
+// the largest score makes the largest term exp(0) = 1, so the sum neither
+// overflows nor underflows to zero.
+func (r *Result) normalize() {
+	if len(r.LogJoint) == 0 {
+		return
+	}
+	top := slices.Max(r.LogJoint)
+	var z float64
+	for _, v := range r.LogJoint {
+		z += math.Exp(v - top)
+	}
+	lse := top + math.Log(z)
+	for c, v := range r.LogJoint {
+		r.LogPosterior[c] = v - lse
+		r.Posterior[c] = math.Exp(v - lse)
+	}
+}
+
+// estimatorSlices is the number of per-class slices an estimator uses.
+const estimatorSlices = 5
+
+// estimator computes the per-class terms of features; the per-class
+// constants that do not depend on the token are computed once per message.
+type estimator struct {
+	alpha      float64
+	lambda     float64
+	minCount   float64
+	complement bool
+	user       bool
+	mu         float64 // Dirichlet prior mass toward the pooled p(w), when > 0
+	invPool    float64 // 1/(Σ_c n_c + α·V), when mu > 0
+	logDen     []float64 // log(n_c + α·V), when !user; n_c when user
+	inv        []float64 // 1/(n_c + α·V), when user
+	logDenU    []float64 // log(n_u,c + λ), when user
+	g, u       []float64 // the current feature's counts, then g its terms
+}
+
+// newEstimator prepares the estimates of m's parameters, using work (of
+// estimatorSlices per class) for its slices. In complement mode every
+// count of a class stands for the sum over the other classes.
+func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
+	k := len(m.Classes)
+	e := estimator{
+		alpha:      s.alpha,
+		lambda:     s.lambda,
+		minCount:   s.minCount,
+		complement: s.complement,
+		user:       user,
+		mu:         s.mu,
+	}
+	e.logDen, work = work[:k:k], work[k:]
+	e.inv, work = work[:k:k], work[k:]
+	e.logDenU, work = work[:k:k], work[k:]
+	e.g, work = work[:k:k], work[k:]
+	e.u = work[:k:k]
+
+	alphaV := s.alpha * min(max(clean(m.Vocabulary), 1), maxCount)
+	total := load(e.logDen, m.Global.Tokens)
+	if s.complement {
+		complementOf(e.logDen, total)
+	}
+	if e.mu > 0 {
+		e.invPool = 1 / (total + alphaV)
+		alphaV = e.mu
+	}
+	for c, n := range e.logDen {
+		if user {
+			e.inv[c] = 1 / (n + alphaV)
+		} else {
+			e.logDen[c] = math.Log(n + alphaV)
+		}
+	}
+	if user {
+		total := load(e.logDenU, m.User.Tokens)
+		if s.complement {
+			complementOf(e.logDenU, total)
+		}
+		for c, n := range e.logDenU {
+			e.logDenU[c] = math.Log(n + s.lambda)
+		}
+	}
+	return e
+}
+
+// load sets out[c] to the count of class c in n, cleaned, and returns
+// their sum.
+func load(out, n []float64) float64 {
+	var total float64
+	for c := range out {
+		out[c] = clean(at(n, c))
+		total += out[c]
+	}
+	return total
+}
+
+// complementOf replaces each class's count in out by the sum of the other
+// classes', given the sum of all. None becomes negative: rounding a sum of
+// non-negative numbers never makes it smaller than one of them.
+func complementOf(out []float64, total float64) {
+	for c := range out {
+		out[c] = total - out[c]
+	}
+}
+
+// terms sets e.g to the terms f adds to each class's score per occurrence,
+// log p(w|c) or, in complement mode, −log p̃(w|¬c), and returns f's count;
+// it returns 0 when f is not to be scored.
+func (e *estimator) terms(f *Feature) float64 {
+	n := clean(f.Count)
+	if n == 0 {
+		return 0
+	}
+	seen := load(e.g, f.Global)
+	var seenU float64
+	if e.user {
+		seenU = load(e.u, f.User)
+	}
+	if all := seen + seenU; all == 0 || all < e.minCount {
+		return 0
+	}
+	if e.complement {
+		complementOf(e.g, seen)
+		if e.user {
+			complementOf(e.u, seenU)
+		}
+	}
+	if e.mu > 0 {
+		// Smoothing toward the pooled distribution q(w) instead of the
+		// uniform one: p(w|c) = (n_cw + μ·q(w))/(n_c + μ).
+		prior := e.mu * (seen + e.alpha) * e.invPool
+		for c := range e.g {
+			if e.user {
+				global := (e.g[c] + prior) * e.inv[c]
+				e.g[c] = math.Log(e.u[c]+e.lambda*global) - e.logDenU[c]
+			} else {
+				e.g[c] = math.Log(e.g[c]+prior) - e.logDen[c]
+			}
+		}
+	} else if e.user {
+		for c := range e.g {
+			global := (e.g[c] + e.alpha) * e.inv[c]
+			e.g[c] = math.Log(e.u[c]+e.lambda*global) - e.logDenU[c]
+		}
+	} else {
+		for c := range e.g {
+			e.g[c] = math.Log(e.g[c]+e.alpha) - e.logDen[c]
+		}
+	}
+	if e.complement {
+		for c := range e.g {
+			e.g[c] = -e.g[c]
+		}
+	}
+	return n
+}
