@@ -283,8 +283,8 @@ type estimator struct {
 	minCount   float64
 	complement bool
 	user       bool
-	mu         float64 // Dirichlet prior mass toward the pooled p(w), when > 0
-	invPool    float64 // 1/(Σ_c n_c + α·V), when mu > 0
+	mu         float64   // Dirichlet prior mass toward the pooled p(w), when > 0
+	invPool    float64   // 1/(Σ_c n_c + α·V), when mu > 0
 	logDen     []float64 // log(n_c + α·V), when !user; n_c when user
 	inv        []float64 // 1/(n_c + α·V), when user
 	logDenU    []float64 // log(n_u,c + λ), when user

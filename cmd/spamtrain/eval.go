@@ -271,4 +271,3 @@ func printSweep(w io.Writer, axes []eval.Axis, rows []eval.Row, by string) {
 		fmt.Fprintf(w, "\nbest by %s: %s\n", by, strings.Join(best, " "))
 	}
 }
-

@@ -75,8 +75,8 @@ func prepareAll(ctx context.Context, f *filter.Filter, workers int, names bool, 
 // tally counts what a training run did.
 type tally struct {
 	seen, learned, relabeled, known int
-	mu      sync.Mutex // the walk reports unreadable files from its own goroutine
-	skipped int
+	mu                              sync.Mutex // the walk reports unreadable files from its own goroutine
+	skipped                         int
 }
 
 func (t *tally) String() string {
