@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -205,7 +206,10 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 		Global:     f.totals(gt),
 		Vocabulary: float64(gt.Vocabulary),
 	}
+	// Sorted hashes make the sum, and so the score, the same to the bit
+	// every time a message is scored.
 	hashes := bag.Hashes()
+	slices.Sort(hashes)
 	gc, err := f.st.Lookup(ctx, "", hashes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("global counts: %w", err)

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sample is the small corpus shipped for the README's first command.
+const sample = "../../testdata/sample"
+
+// spamtrain runs the command line args and returns its exit status and
+// output.
+func spamtrain(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	code := run(context.Background(), e, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestTrainClassifyCheckForget(t *testing.T) {
+	db := t.TempDir()
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "40 messages: 40 learned") {
+		t.Errorf("train output %q, want 40 learned", out)
+	}
+	// Training the same messages again counts nothing twice.
+	code, out, _ = spamtrain(t, "", "train", "--db", db, "--spam", spam)
+	if code != 0 || !strings.Contains(out, "20 already known") {
+		t.Errorf("retrain: exit %d, output %q, want 20 already known", code, out)
+	}
+
+	code, out, errOut = spamtrain(t, "", "classify", "--db", db, "--json", spam, ham)
+	if code != 0 {
+		t.Fatalf("classify: exit %d: %s", code, errOut)
+	}
+	lines := 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var c struct {
+			Path        string   `json:"path"`
+			Verdict     string   `json:"verdict"`
+			Probability *float64 `json:"probability"`
+			Score       *float64 `json:"score"`
+			TrainedAs   string   `json:"trained_as"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if c.Path == "" || c.Verdict == "" || c.Probability == nil || c.Score == nil {
+			t.Errorf("line lacks a key: %s", sc.Text())
+		}
+		// Messages classified after training on them: the verdict must
+		// match the label they were trained with.
+		if c.Verdict != c.TrainedAs {
+			t.Errorf("%s: verdict %s, trained as %s", c.Path, c.Verdict, c.TrainedAs)
+		}
+		lines++
+	}
+	if lines != 40 {
+		t.Errorf("classify printed %d lines, want 40", lines)
+	}
+
+	if code, out, errOut = spamtrain(t, "", "check", "--db", db); code != 0 || !strings.Contains(out, "(global): ok") {
+		t.Errorf("check: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, _ = spamtrain(t, "", "forget", "--db", db, spam); code != 0 || !strings.Contains(out, "20 forgotten") {
+		t.Errorf("forget: exit %d: %q", code, out)
+	}
+	code, out, _ = spamtrain(t, "", "stats", "--db", db, "--json")
+	var st storeStats
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("stats: exit %d, %v: %s", code, err, out)
+	}
+	if len(st.Users) != 1 || st.Users[0].Messages["spam"] != 0 || st.Users[0].Messages["ham"] != 20 {
+		t.Errorf("stats after forgetting the spam: %+v", st.Users)
+	}
+}
+
+func TestMalformedMessageIsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.eml")
+	if err := os.WriteFile(junk, []byte("\x00\x01\x02\xff\xfe binary junk with no header at all\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(sample, "spam")
+	code, out, errOut := spamtrain(t, "", "train", "--db", filepath.Join(dir, "db"), "--spam", junk, good)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, junk) {
+		t.Errorf("stderr %q does not name the malformed file", errOut)
+	}
+	if !strings.Contains(out, "20 learned") || !strings.Contains(out, "1 skipped") {
+		t.Errorf("output %q, want 20 learned and 1 skipped", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no command", nil},
+		{"unknown command", []string{"frobnicate"}},
+		{"train without sources", []string{"train", "--db", "x"}},
+		{"classify without db", []string{"classify", "-"}},
+		{"bad user", []string{"classify", "--db", "x", "--user", "../etc", "-"}},
+		{"bad setting", []string{"train", "--db", "x", "--set", "alpha=much", "--spam", "-"}},
+		{"eval without input", []string{"eval"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SPAMD_DB", "")
+			if code, _, errOut := spamtrain(t, "", tc.args...); code != 2 || errOut == "" {
+				t.Errorf("exit %d, stderr %q; want 2 and a message", code, errOut)
+			}
+		})
+	}
+}
+
+func TestExpandMulti(t *testing.T) {
+	got := strings.Join(expandMulti([]string{"--db", "d", "--spam", "a", "b", "--ham", "c", "-", "--user", "u"}, "spam", "ham"), " ")
+	want := "--db d --spam a --spam b --ham c --ham - --user u"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestStdinAndPipe(t *testing.T) {
+	db := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(sample, "spam", "00027.d1d0f97e096fe08fc80a4939355759e7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := spamtrain(t, string(raw), "train", "--db", db, "--spam", "-"); code != 0 || !strings.Contains(out, "1 learned") {
+		t.Fatalf("train from stdin: exit %d: %s%s", code, out, errOut)
+	}
+	hamFile := filepath.Join(sample, "ham", "00005.5d1df4d5ad2e8ca4e8a5ffbbb0e5bd4e")
+	if _, err := os.Stat(hamFile); err != nil {
+		entries, _ := os.ReadDir(filepath.Join(sample, "ham"))
+		hamFile = filepath.Join(sample, "ham", entries[0].Name())
+	}
+	req := "train ham " + hamFile + "\ntrain ham " + hamFile + "\nclassify " + hamFile + "\nforget " + hamFile + "\nbogus\nquit\n"
+	code, out, errOut := spamtrain(t, req, "pipe", "--db", db)
+	if code != 0 {
+		t.Fatalf("pipe: exit %d: %s", code, errOut)
+	}
+	replies := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"ok learned", "ok known", "ok ", "ok forgotten", "err ", "ok"}
+	if len(replies) != len(want) {
+		t.Fatalf("replies %q, want %d", replies, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(replies[i], w) {
+			t.Errorf("reply %d = %q, want prefix %q", i, replies[i], w)
+		}
+	}
+}

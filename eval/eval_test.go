@@ -1,0 +1,218 @@
+package eval
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spamd/spamd/filter"
+)
+
+// synthetic returns a corpus of n messages, about a third spam, whose
+// words overlap enough that a filter makes some mistakes.
+func synthetic(n int) *Corpus {
+	r := rand.New(rand.NewPCG(7, 7))
+	spamWords := strings.Fields("free money offer cash win prize cheap pills order now click")
+	hamWords := strings.Fields("meeting agenda review project parser release lunch build test notes")
+	both := strings.Fields("the a to of and you your please today week")
+	c := &Corpus{}
+	for i := range n {
+		spam := r.IntN(3) == 0
+		words := hamWords
+		if spam {
+			words = spamWords
+		}
+		var b strings.Builder
+		for range 30 {
+			switch r.IntN(10) {
+			case 0, 1, 2, 3:
+				b.WriteString(both[r.IntN(len(both))])
+			case 4:
+				// Noise from the other class.
+				if spam {
+					b.WriteString(hamWords[r.IntN(len(hamWords))])
+				} else {
+					b.WriteString(spamWords[r.IntN(len(spamWords))])
+				}
+			default:
+				b.WriteString(words[r.IntN(len(words))])
+			}
+			b.WriteByte(' ')
+		}
+		raw := fmt.Sprintf("From: a%d@example.com\nSubject: message %d\nMessage-ID: <%d@x>\n\n%s\n", i, i, i, b.String())
+		c.Messages = append(c.Messages, Message{Path: fmt.Sprintf("m%d", i), Spam: spam, Raw: []byte(raw)})
+	}
+	return c
+}
+
+func TestRunProtocols(t *testing.T) {
+	c := synthetic(300)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		o           func(*Options)
+		wantTested  int
+		wantTrained int
+	}{
+		{"split", func(o *Options) { o.Mode = "split" }, 60, 240},
+		{"split train side", func(o *Options) { o.Mode = "split"; o.Part = "train" }, 48, 192},
+		{"cv", func(o *Options) { o.Mode = "cv"; o.Folds = 5 }, 300, 240},
+		{"online", func(o *Options) { o.Mode = "online" }, 300, 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.o(&o)
+			r, err := Run(ctx, c, filter.DefaultConfig(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.N != tc.wantTested || r.Trained != tc.wantTrained {
+				t.Errorf("tested %d, trained %d; want %d, %d", r.N, r.Trained, tc.wantTested, tc.wantTrained)
+			}
+			if r.Accuracy < 0.8 {
+				t.Errorf("accuracy %.3f on an easy corpus", r.Accuracy)
+			}
+			seen := map[int]bool{}
+			for _, rec := range r.Records {
+				if seen[rec.Pos] {
+					t.Errorf("message %d tested twice", rec.Pos)
+				}
+				seen[rec.Pos] = true
+			}
+			if o.Mode == "split" && o.Part == "all" {
+				for _, rec := range r.Records {
+					if rec.Pos < 240 {
+						t.Errorf("split tested message %d, which is on the training side", rec.Pos)
+					}
+				}
+			}
+			if o.Mode == "cv" && len(r.Folds) != 5 {
+				t.Errorf("%d folds reported, want 5", len(r.Folds))
+			}
+		})
+	}
+}
+
+func TestOnlineTrainRules(t *testing.T) {
+	c := synthetic(300)
+	trained := map[string]int{}
+	for _, rule := range []string{"all", "on-error", "thick:2"} {
+		o := DefaultOptions()
+		o.Mode, o.Train = "online", rule
+		r, err := Run(context.Background(), c, filter.DefaultConfig(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trained[rule] = r.Trained
+	}
+	errs := func() int {
+		o := DefaultOptions()
+		o.Mode, o.Train = "online", "on-error"
+		r, _ := Run(context.Background(), c, filter.DefaultConfig(), o)
+		return r.FP + r.FN
+	}()
+	if trained["all"] != 300 || trained["on-error"] != errs || !(trained["on-error"] <= trained["thick:2"] && trained["thick:2"] < 300) {
+		t.Errorf("trained %v with %d errors on-error; want all 300, on-error = errors ≤ thick < all", trained, errs)
+	}
+}
+
+func TestStratifiedFolds(t *testing.T) {
+	c := synthetic(300)
+	idx := make([]int, 300)
+	for i := range idx {
+		idx[i] = i
+	}
+	folds := stratifiedFolds(c, idx, 10, 1)
+	seen := map[int]int{}
+	for k, f := range folds {
+		spam := 0
+		for _, i := range f {
+			seen[i]++
+			if c.Messages[i].Spam {
+				spam++
+			}
+		}
+		if len(f) < 29 || len(f) > 31 {
+			t.Errorf("fold %d has %d messages", k, len(f))
+		}
+		if frac := float64(spam) / float64(len(f)); frac < 0.2 || frac > 0.47 {
+			t.Errorf("fold %d is %.2f spam", k, frac)
+		}
+	}
+	if len(seen) != 300 {
+		t.Errorf("folds cover %d messages, want 300", len(seen))
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("message %d in %d folds", i, n)
+		}
+	}
+}
+
+func TestSweepAndOutputs(t *testing.T) {
+	c := synthetic(200)
+	axes := []Axis{}
+	for _, s := range []string{"alpha=0.1,1", "counts=tf,boolean"} {
+		a, err := ParseAxis(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		axes = append(axes, a)
+	}
+	if _, err := ParseAxis("alpha=fast"); err == nil {
+		t.Error("ParseAxis accepted a bad value")
+	}
+	rows, err := Sweep(context.Background(), c, filter.DefaultConfig(), axes, DefaultOptions(), "lam_pct", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i-1].Report.LamPct > rows[i].Report.LamPct {
+			t.Errorf("rows not sorted by lam%%: %v > %v", rows[i-1].Report.LamPct, rows[i].Report.LamPct)
+		}
+	}
+
+	dir := t.TempDir()
+	r, err := Run(context.Background(), c, filter.DefaultConfig(), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := filepath.Join(dir, "records.tsv")
+	if err := WriteRecords(recs, r.Records); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(recs)
+	if got := strings.Count(string(b), "\n"); got != len(r.Records)+1 {
+		t.Errorf("records file has %d lines, want %d", got, len(r.Records)+1)
+	}
+	pts, err := LearningCurve(context.Background(), c, filter.DefaultConfig(), DefaultOptions(), []int{20, 80, 160}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 3 || pts[2].TestError > pts[0].TestError+0.05 {
+		t.Errorf("learning curve %+v does not fall", pts)
+	}
+	for _, plot := range []error{
+		PlotROC(dir, "test", r.Records),
+		PlotHistogram(dir, "test", r.Records, 0),
+		PlotCurve(dir, "test", pts),
+	} {
+		if plot != nil {
+			t.Fatal(plot)
+		}
+	}
+	for _, name := range []string{"roc", "scores", "learning"} {
+		for _, ext := range []string{".svg", ".png"} {
+			if fi, err := os.Stat(filepath.Join(dir, name+ext)); err != nil || fi.Size() == 0 {
+				t.Errorf("%s%s not written: %v", name, ext, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package filter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore"
+)
+
+// msg builds a small message with the given subject and body.
+func msg(n int, subject, body string) []byte {
+	return fmt.Appendf(nil, "From: sender%d@example.com\r\nTo: user@example.org\r\nSubject: %s\r\nMessage-ID: <%d@example.com>\r\n\r\n%s\r\n", n, subject, n, body)
+}
+
+var (
+	spamBodies = []string{
+		"cheap pills online pharmacy discount viagra order now",
+		"you won the lottery claim your cash prize now free money",
+		"lose weight fast miracle pills order today discount",
+		"free money cash prize winner claim online now",
+	}
+	hamBodies = []string{
+		"the project meeting moved to thursday please review the agenda",
+		"attached are the minutes from the design review of the parser",
+		"can we discuss the release schedule at lunch tomorrow",
+		"the build is green again after the fix to the test suite",
+	}
+)
+
+// stores returns the backends every test runs against.
+func stores(t *testing.T) map[string]store.Store {
+	t.Helper()
+	b, err := badgerstore.Open(context.Background(), "", badgerstore.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return map[string]store.Store{"memory": store.NewMemory(), "badger": b}
+}
+
+// trainedFilter returns a filter over st trained on the spam and ham bodies.
+func trainedFilter(t *testing.T, st store.Store) *Filter {
+	t.Helper()
+	f, err := New(st, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, b := range spamBodies {
+		if _, err := f.Learn(ctx, "", msg(i, "offer", b), Spam); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, b := range hamBodies {
+		if _, err := f.Learn(ctx, "", msg(100+i, "work", b), Ham); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func TestClassify(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := trainedFilter(t, st)
+			ctx := context.Background()
+			for _, tc := range []struct {
+				name, subject, body, want string
+			}{
+				{"spam", "offer", "order cheap viagra pills now discount", Spam},
+				{"ham", "work", "please review the parser design before the meeting", Ham},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					v, err := f.Classify(ctx, "", msg(999, tc.subject, tc.body), 5)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v.Class != tc.want {
+						t.Errorf("class = %s (score %.2f), want %s", v.Class, v.Score, tc.want)
+					}
+					if (tc.want == Spam) != (v.Score > 0) || (tc.want == Spam) != (v.Probability > 0.5) {
+						t.Errorf("score %.3f and probability %.3f disagree with %s", v.Score, v.Probability, tc.want)
+					}
+					if math.Abs(v.Posterior[Spam]+v.Posterior[Ham]-1) > 1e-9 {
+						t.Errorf("posteriors %v do not sum to 1", v.Posterior)
+					}
+					if len(v.Toward[tc.want]) == 0 {
+						t.Errorf("no features explain the verdict %s: %v", tc.want, v.Toward)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestTrainIsIdempotentAndRelabels(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := trainedFilter(t, st)
+			ctx := context.Background()
+			m := msg(500, "hello", "a message reported twice and then relabeled")
+			before, _ := st.Totals(ctx, "")
+
+			steps := []struct {
+				class       string
+				wantChanged bool
+				wantPrev    string
+				spam, ham   uint64 // message counts after the step, relative to before
+			}{
+				{Spam, true, "", 1, 0},
+				{Spam, false, Spam, 1, 0},
+				{Ham, true, Spam, 0, 1},
+				{"", true, Ham, 0, 0},
+				{"", false, "", 0, 0},
+			}
+			for i, s := range steps {
+				r, err := f.Learn(ctx, "", m, s.class)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Changed != s.wantChanged || r.Prev != s.wantPrev {
+					t.Errorf("step %d (%q): result %+v, want changed %v prev %q", i, s.class, r, s.wantChanged, s.wantPrev)
+				}
+				tot, _ := st.Totals(ctx, "")
+				if got := tot.Messages[tot.Index(Spam)] - before.Messages[before.Index(Spam)]; got != s.spam {
+					t.Errorf("step %d: spam messages +%d, want +%d", i, got, s.spam)
+				}
+				if got := tot.Messages[tot.Index(Ham)] - before.Messages[before.Index(Ham)]; got != s.ham {
+					t.Errorf("step %d: ham messages +%d, want +%d", i, got, s.ham)
+				}
+			}
+			after, _ := st.Totals(ctx, "")
+			for i := range after.Tokens {
+				if after.Tokens[i] != before.Tokens[i] {
+					t.Errorf("token totals %v after forgetting, want %v", after.Tokens, before.Tokens)
+				}
+			}
+			if err := st.Check(ctx, ""); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// The same message with CRLF or LF line endings and an mbox From line is
+// one message to the seen records.
+func TestDigestIgnoresTransport(t *testing.T) {
+	f := trainedFilter(t, store.NewMemory())
+	ctx := context.Background()
+	crlf := msg(600, "hi", "same message two transports")
+	lf := []byte("From sender@example.com Mon Jan  1 00:00:00 2002\n")
+	for _, b := range crlf {
+		if b != '\r' {
+			lf = append(lf, b)
+		}
+	}
+	if _, err := f.Learn(ctx, "", crlf, Spam); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Learn(ctx, "", lf, Spam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Changed {
+		t.Errorf("the LF copy was counted again: %+v", r)
+	}
+}
+
+func TestUserModel(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := trainedFilter(t, st)
+			ctx := context.Background()
+			m := msg(700, "newsletter", "weekly cash discount newsletter from the club")
+			global, err := f.Classify(ctx, "", m, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A user with no training of their own gets the global verdict.
+			alice, err := f.Classify(ctx, "alice", m, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alice.Score != global.Score {
+				t.Errorf("untrained user scores %v, global %v", alice.Score, global.Score)
+			}
+			// Bob wants this newsletter: his reports move his model only.
+			for i := range 5 {
+				nm := msg(800+i, "newsletter", fmt.Sprintf("weekly cash discount newsletter from the club issue %d", i))
+				if _, err := f.Learn(ctx, "bob", nm, Ham); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bob, err := f.Classify(ctx, "bob", m, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(bob.Score < global.Score) {
+				t.Errorf("bob's ham reports did not lower his score: %v, global %v", bob.Score, global.Score)
+			}
+			again, _ := f.Classify(ctx, "alice", m, 0)
+			if again.Score != global.Score {
+				t.Errorf("bob's reports changed alice's score: %v, want %v", again.Score, global.Score)
+			}
+		})
+	}
+}
+
+func TestRefuses(t *testing.T) {
+	f := trainedFilter(t, store.NewMemory())
+	ctx := context.Background()
+	m := msg(900, "x", "y")
+	for _, user := range []string{"../x", "a/b", string(make([]byte, 10000)), "a\x00b"} {
+		if _, err := f.Learn(ctx, user, m, Spam); !errors.Is(err, store.ErrInvalidUser) {
+			t.Errorf("Learn as %.20q: err = %v, want ErrInvalidUser", user, err)
+		}
+		if _, err := f.Classify(ctx, user, m, 0); !errors.Is(err, store.ErrInvalidUser) {
+			t.Errorf("Classify as %.20q: err = %v, want ErrInvalidUser", user, err)
+		}
+	}
+	if _, err := f.Learn(ctx, "", m, "phishing"); !errors.Is(err, ErrUnknownClass) {
+		t.Errorf("unknown class: err = %v, want ErrUnknownClass", err)
+	}
+}
+
+func TestConfigSet(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{"alpha", "0.5", true},
+		{"alpha", "x", false},
+		{"counts", "boolean", true},
+		{"counts", "maybe", false},
+		{"osb", "3", true},
+		{"osb", "-1", false},
+		{"stem", "false", true},
+		{"headers", "subject+from", true},
+		{"prior", "map", true},
+		{"prior", "guess", false},
+		{"nonsense", "1", false},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			c := DefaultConfig()
+			err := c.Set(tc.key, tc.value)
+			if (err == nil) != tc.ok {
+				t.Fatalf("Set: err = %v, want ok %v", err, tc.ok)
+			}
+			if !tc.ok {
+				if !errors.Is(err, ErrBadSetting) {
+					t.Errorf("err = %v, want ErrBadSetting", err)
+				}
+				return
+			}
+			if got, _ := c.Get(tc.key); got != tc.value {
+				t.Errorf("Get = %q, want %q", got, tc.value)
+			}
+		})
+	}
+	// Every key documents itself and round-trips its default.
+	for _, k := range Keys() {
+		c := DefaultConfig()
+		v, err := c.Get(k)
+		if err != nil || Doc(k) == "" {
+			t.Errorf("%s: Get err %v, doc %q", k, err, Doc(k))
+		}
+		if err := c.Set(k, v); err != nil {
+			t.Errorf("%s: default %q does not round-trip: %v", k, v, err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+	}{
+		{"one class", func(c *Config) { c.Classes = []string{Spam} }},
+		{"positive not a class", func(c *Config) { c.Positive = "phish" }},
+		{"zero cost", func(c *Config) { c.CostFP = 0 }},
+		{"infinite cost", func(c *Config) { c.CostFN = math.Inf(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.change(&c)
+			if err := c.Validate(); !errors.Is(err, ErrBadSetting) {
+				t.Errorf("Validate = %v, want ErrBadSetting", err)
+			}
+		})
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("default config: %v", err)
+	}
+}
