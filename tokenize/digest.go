@@ -1,0 +1,137 @@
+package tokenize
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"hash"
+)
+
+// DigestMaxBody is how many bytes of normalized body Digest hashes; two
+// messages that differ only past it have the same digest.
+const DigestMaxBody = 16 << 20
+
+// digestFields are the header fields Digest hashes, in this order. They are
+// set by the author's software and left alone by MTAs and delivery agents,
+// unlike trace fields (Received, Return-Path, Delivered-To, X-Spam-*...),
+// which are prepended on the way.
+var digestFields = [...]string{"message-id", "date", "from", "to", "subject"}
+
+// Digest identifies a message for records of what was trained: SHA-256
+// over the first Message-ID, Date, From, To and Subject fields (each
+// tagged with its name, unfolded, runs of white space made one space) and
+// then the body with line endings made LF, white space at line ends and
+// blank lines at the end removed, and the '>'s that mbox files put before
+// "From " at the start of a line dropped,
+// up to DigestMaxBody bytes. It is thus the same whether the message comes
+// with CRLF or LF line endings, with or without an mbox "From " line, and
+// before or after trace fields were prepended. It reads raw in place and
+// allocates nothing in proportion to its size.
+func Digest(raw []byte) [32]byte {
+	raw = skipFromLine(raw)
+	var values [len(digestFields)][]byte
+	var lname [32]byte
+	body := raw
+	if r := (headerReader{b: raw}); r.valid() {
+		for {
+			name, value, ok := r.next()
+			if !ok {
+				break
+			}
+			if len(name) > len(lname) {
+				continue
+			}
+			ln := lowerASCII(lname[:0], name)
+			for i, f := range digestFields {
+				if values[i] == nil && string(ln) == f {
+					values[i] = value
+				}
+			}
+		}
+		body = r.rest()
+	}
+
+	h := sha256.New()
+	w := digestWriter{h: h}
+	for i, f := range digestFields {
+		w.write([]byte(f))
+		w.write([]byte(":"))
+		w.collapsed(values[i])
+		w.write([]byte("\n"))
+	}
+	w.write([]byte("\n"))
+	w.body(body)
+	w.flush()
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// digestWriter buffers small writes to a hash.
+type digestWriter struct {
+	h     hash.Hash
+	buf   [4096]byte
+	n     int
+	nbody int // body bytes written
+}
+
+func (w *digestWriter) write(b []byte) {
+	for len(b) > 0 {
+		if w.n == len(w.buf) {
+			w.flush()
+		}
+		c := copy(w.buf[w.n:], b)
+		w.n += c
+		b = b[c:]
+	}
+}
+
+func (w *digestWriter) flush() {
+	w.h.Write(w.buf[:w.n])
+	w.n = 0
+}
+
+// collapsed writes v with each run of white space, line breaks included,
+// made one space.
+func (w *digestWriter) collapsed(v []byte) {
+	space := false
+	for _, c := range v {
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			space = true
+			continue
+		}
+		if space {
+			w.write([]byte{' '})
+			space = false
+		}
+		w.write([]byte{c})
+	}
+}
+
+// body writes the normalized body.
+func (w *digestWriter) body(b []byte) {
+	blank := 0 // blank lines held back until a line with text follows
+	for len(b) > 0 && w.nbody < DigestMaxBody {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		line = bytes.TrimRight(line, " \t\r")
+		if len(line) == 0 {
+			blank++
+			continue
+		}
+		if q := bytes.TrimLeft(line, ">"); bytes.HasPrefix(q, []byte("From ")) {
+			line = q // all '>'s: mboxo and mboxrd quote differently
+		}
+		for ; blank > 0; blank-- {
+			w.write([]byte("\n"))
+			w.nbody++
+		}
+		line = line[:min(len(line), DigestMaxBody-w.nbody)]
+		w.write(line)
+		w.write([]byte("\n"))
+		w.nbody += len(line) + 1
+	}
+}

@@ -1,0 +1,55 @@
+package tokenize
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"unicode/utf8"
+)
+
+func FuzzTokenize(f *testing.F) {
+	files, err := filepath.Glob("testdata/*.eml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		"",
+		"From: a\n",
+		"Content-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: message/rfc822\n\nContent-Type: multipart/mixed; boundary=y\n\n--y\n\nhi\n--y--\n--x--\n",
+		"Content-Type: text/html\n\n<a href='http://a.b.example/c'>x</a><script>y",
+		"Subject: =?utf-8?B?////?= =?x-bad?Q?=FF?=\n\nb",
+		"Received: from [IPv6:2001:db8::1] (unknown [10.1.2.3]) by a.example.com with id 1; x\n\n",
+		"Content-Type: text/plain; charset=\"\n\n\xff\xfe",
+	} {
+		f.Add([]byte(s))
+	}
+	o := DefaultOptions()
+	o.MaxTokens = 2000
+	tok := New(o)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_ = Digest(raw)
+		res, err := tok.Tokenize(raw)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		if len(res.Tokens) > o.MaxTokens {
+			t.Fatalf("%d tokens, MaxTokens %d", len(res.Tokens), o.MaxTokens)
+		}
+		for _, s := range res.Tokens {
+			if s == "" || !utf8.ValidString(s) {
+				t.Fatalf("bad token %q", s)
+			}
+		}
+	})
+}

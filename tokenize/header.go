@@ -1,0 +1,573 @@
+package tokenize
+
+import (
+	"bytes"
+	"io"
+	"strings"
+
+	"github.com/emersion/go-message/charset"
+)
+
+// headerReader splits a header section into fields without copying. It is
+// lenient where spam is sloppy: LF or CRLF, spaces before the colon, 8-bit
+// bytes. A line that is neither a field nor a continuation ends the header
+// section as if a blank line preceded it, as MTAs do.
+type headerReader struct {
+	b    []byte
+	off  int
+	done bool
+	bad  bool // the section ended at a line that is not a field
+}
+
+// valid reports whether the input starts with a header field.
+func (r *headerReader) valid() bool {
+	line := r.b
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	_, ok := fieldName(line)
+	return ok
+}
+
+// fieldName returns the name of the field that line starts, if it does.
+func fieldName(line []byte) ([]byte, bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return nil, false
+	}
+	name := bytes.TrimRight(line[:colon], " \t")
+	if len(name) == 0 {
+		return nil, false
+	}
+	for _, c := range name {
+		if c <= ' ' || c >= 0x7f {
+			return nil, false
+		}
+	}
+	return name, true
+}
+
+// next returns the next field: its name as written and its value with
+// leading and trailing white space trimmed, folding line breaks left in.
+func (r *headerReader) next() (name, value []byte, ok bool) {
+	if r.done || r.off >= len(r.b) {
+		r.done = true
+		return nil, nil, false
+	}
+	b := r.b
+	end := len(b)
+	if i := bytes.IndexByte(b[r.off:], '\n'); i >= 0 {
+		end = r.off + i
+	}
+	line := bytes.TrimSuffix(b[r.off:end], []byte("\r"))
+	if len(line) == 0 {
+		r.off = min(end+1, len(b))
+		r.done = true
+		return nil, nil, false
+	}
+	name, ok = fieldName(line)
+	if !ok {
+		r.done, r.bad = true, true
+		return nil, nil, false
+	}
+	vstart := r.off + len(name)
+	vstart += bytes.IndexByte(b[vstart:], ':') + 1
+	next := end + 1
+	for next < len(b) && (b[next] == ' ' || b[next] == '\t') {
+		i := bytes.IndexByte(b[next:], '\n')
+		if i < 0 {
+			next = len(b)
+			break
+		}
+		next += i + 1
+	}
+	next = min(next, len(b))
+	r.off = next
+	return name, bytes.TrimSpace(b[vstart:next]), true
+}
+
+// rest returns the body: what follows the header section.
+func (r *headerReader) rest() []byte {
+	for !r.done {
+		r.next()
+	}
+	return r.b[r.off:]
+}
+
+// headerKind says how the value of a configured header field is tokenized.
+type headerKind uint8
+
+const (
+	kindWords       headerKind = iota // words, keeping '.', '-' and '_' inside them
+	kindText                          // prose: words split as in the body
+	kindAddress                       // address domains and display-name words
+	kindMessageID                     // the domain after '@'
+	kindContentType                   // media type and charset
+	kindDate                          // the time zone
+)
+
+// headerSpec is how one configured header field is tokenized.
+type headerSpec struct {
+	kind   headerKind
+	prefix string // field name and colon
+}
+
+// addressFields are fields whose values are address lists.
+var addressFields = map[string]bool{
+	"from": true, "sender": true, "reply-to": true, "to": true, "cc": true,
+	"bcc": true, "return-path": true, "errors-to": true, "delivered-to": true,
+	"x-original-to": true, "resent-from": true, "resent-to": true,
+	"resent-sender": true, "disposition-notification-to": true,
+	"return-receipt-to": true, "x-envelope-from": true, "x-envelope-to": true,
+}
+
+func specOf(name string) headerSpec {
+	s := headerSpec{kind: kindWords, prefix: name + ":"}
+	switch {
+	case addressFields[name]:
+		s.kind = kindAddress
+	case name == "subject", name == "organization", name == "comments", name == "keywords":
+		s.kind = kindText
+	case name == "message-id", name == "resent-message-id":
+		s.kind = kindMessageID
+	case name == "content-type":
+		s.kind = kindContentType
+	case name == "date":
+		s.kind = kindDate
+	}
+	return s
+}
+
+// Presence bits of the fields whose absence is a meta token.
+const (
+	hasMessageID = 1 << iota
+	hasDate
+	hasFrom
+	hasTo
+	hasSubject
+	hasMailer
+)
+
+// Bounds against header sections built to waste time.
+const (
+	maxFields         = 1000 // fields tokenized; later ones are still skipped over
+	maxReceived       = 20   // Received fields tokenized
+	maxFieldTokens    = 50   // tokens from one field
+	maxRecipientCount = 1000 // addresses counted in one field
+)
+
+// headerTokens makes the tokens of the top-level header section and
+// records the MIME fields the body walk needs.
+func (st *state) headerTokens(r *headerReader) {
+	var present, hops, n int
+	var wordCharset string
+	for {
+		name, value, ok := r.next()
+		if !ok {
+			break
+		}
+		if n++; n > maxFields {
+			continue
+		}
+		st.lname = lowerASCII(st.lname[:0], name)
+		switch string(st.lname) {
+		case "received":
+			hops++
+			if st.opts.Received && hops <= maxReceived {
+				st.received(value)
+			}
+		case "content-type":
+			st.top.ctype = string(value)
+		case "content-transfer-encoding":
+			st.top.cte = string(value)
+		case "content-disposition":
+			st.top.disp = string(value)
+		case "message-id":
+			present |= hasMessageID
+		case "date":
+			present |= hasDate
+		case "from":
+			present |= hasFrom
+			if wordCharset == "" {
+				wordCharset = encodedCharset(value)
+			}
+		case "to":
+			present |= hasTo
+		case "subject":
+			present |= hasSubject
+			if wordCharset == "" {
+				wordCharset = encodedCharset(value)
+			}
+			st.subject = append(st.subject[:0], st.decodeWords(value)...)
+		case "x-mailer", "user-agent":
+			present |= hasMailer
+		}
+		if spec, ok := st.t.headers[string(st.lname)]; ok {
+			st.field(spec, value)
+		}
+	}
+	if r.bad {
+		st.problem(probHeader, "header section not ended by a blank line")
+	}
+	// The charset a part that names none is read in, if it is not UTF-8.
+	st.hint = parseParams(st.top.ctype).charset
+	if isUTF8Label(st.hint) {
+		st.hint = wordCharset
+	}
+	if isUTF8Label(st.hint) {
+		st.hint = ""
+	}
+	st.add("meta:hops:" + bucket(hops))
+	for _, m := range [...]struct {
+		bit  int
+		name string
+	}{
+		{hasMessageID, "message-id"}, {hasDate, "date"}, {hasFrom, "from"},
+		{hasTo, "to"}, {hasSubject, "subject"}, {hasMailer, "mailer"},
+	} {
+		if present&m.bit == 0 {
+			st.add("meta:no:" + m.name)
+		}
+	}
+}
+
+// field tokenizes the value of one configured header field.
+func (st *state) field(spec headerSpec, value []byte) {
+	saved := st.limit
+	st.limit = min(saved, len(st.tokens)+maxFieldTokens)
+	switch spec.kind {
+	case kindWords:
+		st.words(st.decodeWords(value), wordMode{prefix: spec.prefix, header: true, code: true})
+	case kindText:
+		st.words(st.decodeWords(value), wordMode{prefix: spec.prefix, header: true})
+	case kindAddress:
+		st.addresses(spec.prefix, value)
+	case kindMessageID:
+		st.messageID(spec.prefix, value)
+	case kindContentType:
+		ct := parseParams(string(value))
+		if ct.value != "" {
+			st.add(spec.prefix + ct.value)
+		}
+		if ct.charset != "" {
+			st.add(spec.prefix + "charset:" + ct.charset)
+		}
+	case kindDate:
+		st.add(spec.prefix + timeZone(value))
+	}
+	st.limit = saved
+}
+
+// decodeWords decodes RFC 2047 encoded words in a header value. On
+// failure it notes a problem and returns the value as it is.
+func (st *state) decodeWords(v []byte) []byte {
+	if !bytes.Contains(v, []byte("=?")) {
+		return v
+	}
+	s := string(unfold(st.hbuf[:0], v))
+	dec, err := st.wd.DecodeHeader(s)
+	if err != nil {
+		st.problem(probHeader, err.Error())
+		return v
+	}
+	return []byte(dec)
+}
+
+// wordCharset converts an encoded word's charset to UTF-8. An unknown
+// charset is noted and its bytes kept: the word scanner reads invalid
+// UTF-8 as Windows-1252.
+func (st *state) wordCharset(cs string, in io.Reader) (io.Reader, error) {
+	r, err := charset.Reader(cs, in)
+	if err != nil {
+		st.problem(probCharset, err.Error())
+		return in, nil
+	}
+	return r, nil
+}
+
+// encodedCharset returns the charset of the first RFC 2047 encoded word
+// in v, lower case, or "".
+func encodedCharset(v []byte) string {
+	i := bytes.Index(v, []byte("=?"))
+	if i < 0 {
+		return ""
+	}
+	cs := v[i+2:]
+	j := bytes.IndexByte(cs, '?')
+	if j <= 0 || j > maxParamLen {
+		return ""
+	}
+	cs, _, _ = bytes.Cut(cs[:j], []byte("*")) // RFC 2231 language suffix
+	return strings.ToLower(string(cs))
+}
+
+// isUTF8Label reports whether cs names no charset or one that UTF-8
+// includes.
+func isUTF8Label(cs string) bool {
+	switch cs {
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
+		return true
+	}
+	return false
+}
+
+// unfold appends v to dst with line breaks removed; the white space that
+// starts each continuation line stays.
+func unfold(dst, v []byte) []byte {
+	for _, c := range v {
+		if c != '\r' && c != '\n' {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// lowerASCII appends b to dst with ASCII letters lower-cased.
+func lowerASCII(dst, b []byte) []byte {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// addresses tokenizes an address list: each address's domain and its
+// registrable parent, the words of display names and comments, and the
+// number of addresses when it is not one.
+func (st *state) addresses(prefix string, v []byte) {
+	count := 0
+	for len(v) > 0 {
+		var one []byte
+		one, v = cutAddress(v)
+		display, addr := splitAddress(one)
+		if len(display) > 0 {
+			st.words(st.decodeWords(display), wordMode{prefix: prefix, header: true})
+		}
+		if at := bytes.LastIndexByte(addr, '@'); at >= 0 {
+			st.host(prefix, addr[at+1:])
+		}
+		if len(addr) > 0 && count < maxRecipientCount {
+			count++
+		}
+	}
+	if count != 1 {
+		st.add(prefix + "count:" + bucket(count))
+	}
+}
+
+// cutAddress splits v at the first comma outside quotes, comments and
+// angle brackets.
+func cutAddress(v []byte) (one, rest []byte) {
+	quoted, escaped := false, false
+	depth, angle := 0, false
+	for i, c := range v {
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case quoted:
+			quoted = c != '"'
+		case c == '"':
+			quoted = true
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth > 0:
+		case c == '<':
+			angle = true
+		case c == '>':
+			angle = false
+		case c == ',' && !angle:
+			return v[:i], v[i+1:]
+		}
+	}
+	return v, nil
+}
+
+// splitAddress splits one address into the text a person reads (display
+// name and comments) and the addr-spec.
+func splitAddress(a []byte) (display, addr []byte) {
+	a = bytes.TrimSpace(a)
+	if lt := bytes.LastIndexByte(a, '<'); lt >= 0 {
+		addr = a[lt+1:]
+		if gt := bytes.IndexByte(addr, '>'); gt >= 0 {
+			addr = addr[:gt]
+		}
+		return a[:lt], bytes.TrimSpace(addr)
+	}
+	// A bare addr-spec, perhaps with a comment: "joe@example.com (Joe)".
+	if lp := bytes.IndexByte(a, '('); lp >= 0 {
+		return a[lp:], bytes.TrimSpace(a[:lp])
+	}
+	if bytes.IndexByte(a, '@') < 0 {
+		return a, nil // a group name such as "undisclosed-recipients:;"
+	}
+	return nil, a
+}
+
+// messageID tokenizes the domain of a Message-ID.
+func (st *state) messageID(prefix string, v []byte) {
+	at := bytes.LastIndexByte(v, '@')
+	if at < 0 {
+		st.add(prefix + "noat")
+		return
+	}
+	d := v[at+1:]
+	if gt := bytes.IndexByte(d, '>'); gt >= 0 {
+		d = d[:gt]
+	}
+	st.host(prefix, d)
+}
+
+// timeZone returns the zone of a Date value: a numeric offset such as
+// "+0200", a lower-case name such as "gmt", or "nozone".
+func timeZone(v []byte) string {
+	f := bytes.Fields(v)
+	for i := len(f) - 1; i >= 0; i-- {
+		z := f[i]
+		if z[0] == '(' {
+			continue // a comment such as "(PDT)"
+		}
+		if len(z) == 5 && (z[0] == '+' || z[0] == '-') && isDigits(z[1:]) {
+			return string(z)
+		}
+		if len(z) >= 1 && len(z) <= 5 && isLetters(z) {
+			return strings.ToLower(string(z))
+		}
+		break
+	}
+	return "nozone"
+}
+
+func isDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+func isLetters(b []byte) bool {
+	for _, c := range b {
+		if c|0x20 < 'a' || c|0x20 > 'z' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// received tokenizes the hosts and IP addresses named in a Received field.
+// The date after the last ';' is left out, and so are the words after
+// "id", "with" and "for", which name queue ids, protocols and recipients.
+func (st *state) received(v []byte) {
+	if i := bytes.LastIndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	skip := false
+	made := 0
+	for len(v) > 0 && made < maxFieldTokens/4 {
+		i := 0
+		for i < len(v) && !isHostByte(v[i]) {
+			i++
+		}
+		j := i
+		for j < len(v) && (isHostByte(v[j]) || v[j] == ':') {
+			j++
+		}
+		w := v[i:j]
+		v = v[j:]
+		if len(w) == 0 {
+			continue
+		}
+		if skip {
+			skip = false
+			continue
+		}
+		st.recv = lowerASCII(st.recv[:0], w)
+		w = st.recv
+		switch string(w) {
+		case "for":
+			return // the recipient, always last
+		case "id", "with", "via":
+			skip = true
+			continue
+		case "unknown":
+			st.add("received:unknown")
+			made++
+			continue
+		}
+		w = bytes.TrimPrefix(w, []byte("ipv6:"))
+		switch {
+		case isIPv4(w):
+			st.add("received:" + string(w))
+			st.add("received:" + string(w[:bytes.LastIndexByte(w, '.')]))
+			made++
+		case bytes.Count(w, []byte(":")) >= 2 && isHex(w):
+			st.add("received:" + string(w))
+			made++
+		case bytes.IndexByte(w, ':') < 0 && isHostname(w):
+			st.host("received:", w)
+			made++
+		}
+	}
+}
+
+func isHostByte(c byte) bool {
+	return 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_'
+}
+
+// isIPv4 reports whether b is a dotted quad.
+func isIPv4(b []byte) bool {
+	parts := 0
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '.')
+		p := b
+		if i >= 0 {
+			p, b = b[:i], b[i+1:]
+			if len(b) == 0 {
+				return false
+			}
+		} else {
+			b = nil
+		}
+		if len(p) == 0 || len(p) > 3 || !isDigits(p) || len(p) == 3 && string(p) > "255" {
+			return false
+		}
+		parts++
+	}
+	return parts == 4
+}
+
+func isHex(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f' || c == ':' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// isHostname reports whether lower-case b looks like a DNS name with at
+// least two labels and an alphabetic top-level label.
+func isHostname(b []byte) bool {
+	dot := bytes.LastIndexByte(b, '.')
+	if dot <= 0 || len(b)-dot-1 < 2 || len(b) > 253 {
+		return false
+	}
+	for _, c := range b[dot+1:] {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c >= 0x80) {
+			return false
+		}
+	}
+	return true
+}
