@@ -6,7 +6,8 @@
 // totals, one atomic Apply for a batch of training operations) so that a
 // networked backend such as Redis can implement it later. Two backends live
 // here: Badger (package store/badgerstore, the default, embedded) and an
-// in-memory one (Memory) for evaluation runs and tests.
+// in-memory one (Memory) for evaluation runs and tests. Package
+// store/storetest holds the conformance suite every backend runs.
 //
 // User "" is the global model. Every other user name must pass ValidUser,
 // which keeps a user inside its own key space.

@@ -1,0 +1,613 @@
+// Package badgerstore is the default store.Store backend: an embedded
+// Badger key-value store, one directory, owned by one process.
+//
+// # Layout
+//
+// Every key starts with a one-byte kind. A user's keys continue with the
+// user name and a 0x00 byte, which ValidUser guarantees cannot occur in a
+// name, so no user's key can be spelled through another user's name:
+//
+//	"m"                          schema version and class list (JSON)
+//	"u" user 0x00                totals: per-class messages and tokens, vocabulary
+//	"t" user 0x00 hash           one token's per-class counts; hash is 8 bytes big-endian
+//	"s" user 0x00 digest         seen record: class index of a trained message
+//
+// Counts, totals and seen records are uvarints; a token's counts are
+// indexed by class, trailing zeros dropped, and a token whose counts all
+// reach zero is deleted, so the number of token keys is the vocabulary.
+// Classes are registered store-wide, on first use, and never renumbered.
+//
+// # Atomicity and durability
+//
+// Apply writes all its ops in one Badger transaction. Only when Badger
+// refuses a transaction as too big (15% of the memtable, about 26,000 key
+// writes at the default 16 MiB) is the call split, at op boundaries, into
+// several; an op is never split. A single mutex serializes writers, so
+// transactions never conflict; readers use read-only transactions and are
+// never blocked by a writer.
+//
+// SyncWrites is off by default, and that is safe against the process
+// being killed at any instant (kill -9, OOM killer, a crash): before
+// Commit returns, Badger has copied the transaction into its write-ahead
+// log, a memory-mapped file, so the bytes are in the kernel's page cache
+// and reach the disk without the process. On reopening, Badger replays the
+// log up to the last complete transaction and drops a partial one, found
+// by its missing end marker. So every Apply that returned is there and
+// every op is there whole or not at all; Check recounts to prove it, and
+// a test kills a training process at random moments to check that. What
+// SyncWrites off gives up is power loss and kernel crashes: then the
+// commits of the last half minute or so (Linux's default write-back delay)
+// can be lost, and replay's checksums should still cut the log at a whole
+// transaction, but that is Badger's promise, not tested here. Set
+// Options.SyncWrites to fsync every commit, at a large cost in training
+// throughput. A kill can also leave an empty log file that makes Badger's
+// Open fail once (Badger issue #2207); Open retries past it.
+//
+// # Reads
+//
+// Lookup and Totals go through a bounded in-memory cache of token counts
+// and totals which Apply updates after each commit, before it returns, so
+// the cache never serves a value older than the last Apply; misses are
+// read in one read-only transaction per call.
+//
+// # Limits
+//
+// One process at a time (Badger locks the directory). An op must fit in a
+// transaction by itself, or Apply fails with ErrOpTooLarge. Counts are
+// 64-bit and not checked for overflow.
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+)
+
+// Errors of this backend, besides those of package store.
+var (
+	// ErrSchema means the directory holds a Badger database that is not
+	// a store of the schema this build reads.
+	ErrSchema = errors.New("not a spamd store of a known schema")
+	// ErrOpTooLarge means one op alone was too big for a transaction.
+	ErrOpTooLarge = errors.New("op too large for one transaction")
+)
+
+// Options configure Open. The zero value is a sensible default.
+type Options struct {
+	// InMemory keeps everything in memory and ignores the directory; for
+	// tests.
+	InMemory bool
+	// Logger receives Badger's warnings and errors, and panics of the
+	// value-log garbage collector. Nil discards them.
+	Logger *slog.Logger
+	// CacheBytes bounds, roughly, the cache of token counts and totals.
+	// Zero means 32 MiB; negative turns the cache off.
+	CacheBytes int64
+	// GCInterval is how often the value log is garbage-collected. Zero
+	// means every 10 minutes; negative never, except through Compact.
+	GCInterval time.Duration
+	// MemTableBytes is the size of Badger's memtables, which also bounds
+	// a transaction at about 15% of it. Zero means 16 MiB.
+	MemTableBytes int64
+	// SyncWrites fsyncs every commit, so that commits survive a power loss
+	// or kernel crash too, not only the death of the process.
+	SyncWrites bool
+}
+
+const (
+	defaultCacheBytes    = 32 << 20
+	defaultGCInterval    = 10 * time.Minute
+	defaultMemTableBytes = 16 << 20
+	// gcDiscardRatio is the share of a value-log file that must be garbage
+	// for it to be rewritten, as Badger recommends.
+	gcDiscardRatio = 0.5
+)
+
+// Store is a store.Store kept in Badger. Its methods are safe for
+// concurrent use.
+type Store struct {
+	db       *badger.DB
+	log      *slog.Logger
+	dir      string
+	inMemory bool
+	cache    *cache
+
+	// life is held shared by every call that uses db and exclusively by
+	// Close, so that Close never pulls the database from under a call.
+	life   sync.RWMutex
+	closed bool
+	close  sync.Once
+	stopGC chan struct{}
+	gcDone sync.WaitGroup
+	gcMu   sync.Mutex // Badger rejects a value-log GC while another runs
+
+	// wmu serializes Apply and Compact: a single writer never conflicts.
+	wmu     sync.Mutex
+	classes atomic.Pointer[classList]
+}
+
+// classList is an immutable snapshot of the registered classes.
+type classList struct {
+	names []string
+	index map[string]int
+}
+
+func newClassList(names []string) *classList {
+	l := &classList{names: names, index: make(map[string]int, len(names))}
+	for i, n := range names {
+		l.index[n] = i
+	}
+	return l
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the store in dir, creating it if needed, and starts the
+// value-log garbage collector. Close releases it.
+func Open(ctx context.Context, dir string, o Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = defaultCacheBytes
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = defaultGCInterval
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = defaultMemTableBytes
+	}
+	bo := badger.DefaultOptions(dir)
+	if o.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	}
+	bo = bo.
+		WithLogger(badgerLogger{o.Logger}).
+		WithSyncWrites(o.SyncWrites).
+		WithMemTableSize(o.MemTableBytes).
+		// One memtable being written and two waiting to be flushed absorb
+		// a burst of training without stalling it.
+		WithNumMemtables(3).
+		WithNumCompactors(2).
+		// Values are a few bytes: all of them belong in the LSM tree,
+		// none in the value log, whose files can then stay small.
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(64 << 20).
+		// Keys are random hashes and values a few bytes: on 10,000
+		// messages of 300 tokens, ZSTD shrank the tables from 45 to 20 MB
+		// but cost a third of training speed and more of cold lookups.
+		// Without compression Badger reads blocks straight from its memory
+		// maps and needs no block cache.
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
+		WithNumVersionsToKeep(1).
+		// wmu already makes Apply the only writer.
+		WithDetectConflicts(false).
+		// Badger's metrics are process-wide expvars; Size reads the
+		// directory instead.
+		WithMetricsEnabled(false)
+	db, err := badger.Open(bo)
+	// A process killed between Badger creating a log file and writing its
+	// header leaves an empty .mem or .vlog file, on which Open fails with
+	// z.NewFile (Badger issue #2207), but only after writing the header:
+	// the next attempt opens it. Such a file held nothing, so nothing is
+	// lost. Badger flattens the error to text, so the text is matched.
+	for retry := 0; err != nil && retry < 3 && strings.Contains(err.Error(), z.NewFile.Error()); retry++ {
+		o.Logger.Warn("badgerstore: reopening after a crash left an empty log file", "dir", dir, "err", err)
+		db, err = badger.Open(bo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	s := &Store{
+		db:       db,
+		log:      o.Logger,
+		dir:      dir,
+		inMemory: o.InMemory,
+		cache:    newCache(o.CacheBytes),
+		stopGC:   make(chan struct{}),
+	}
+	if err := s.loadMeta(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+	}
+	if !o.InMemory && o.GCInterval > 0 {
+		s.gcDone.Add(1)
+		go s.gcLoop(o.GCInterval)
+	}
+	return s, nil
+}
+
+// loadMeta reads the schema version and classes, writing them into a new,
+// empty database.
+func (s *Store) loadMeta() error {
+	var m meta
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			if it.Rewind(); it.Valid() {
+				return fmt.Errorf("%w: keys but no meta record", ErrSchema)
+			}
+			m = meta{Schema: schemaVersion, Classes: []string{}}
+			v, err := encodeMeta(m)
+			if err != nil {
+				return err
+			}
+			return txn.Set(metaKey, v)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		m, err = decodeMeta(v)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read meta record: %w", err)
+	}
+	if m.Schema != schemaVersion {
+		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
+	}
+	s.classes.Store(newClassList(m.Classes))
+	return nil
+}
+
+// enter holds the store open for a call; the caller must s.life.RUnlock.
+func (s *Store) enter() error {
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Totals returns the per-class totals of user's model.
+func (s *Store) Totals(ctx context.Context, user string) (store.Totals, error) {
+	if err := store.ValidUser(user); err != nil {
+		return store.Totals{}, fmt.Errorf("totals: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return store.Totals{}, fmt.Errorf("totals: %w", err)
+	}
+	defer s.life.RUnlock()
+	t, ok, gen := s.cache.getTotals(user)
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
+		}
+		txn := s.db.NewTransaction(false)
+		defer txn.Discard()
+		var err error
+		if t, err = readTotals(txn, user); err != nil {
+			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
+		}
+		s.cache.fillTotals(gen, user, t)
+	}
+	// Loaded after the totals, so that it names every class they count.
+	classes := s.classes.Load().names
+	n := max(len(classes), len(t.messages), len(t.tokens))
+	out := store.Totals{
+		Classes:    slices.Clone(classes),
+		Messages:   make([]uint64, n),
+		Tokens:     make([]uint64, n),
+		Vocabulary: t.vocabulary,
+	}
+	copy(out.Messages, t.messages)
+	copy(out.Tokens, t.tokens)
+	return out, nil
+}
+
+func readTotals(txn *badger.Txn, user string) (*totals, error) {
+	item, err := txn.Get(totalsKey(user))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return &totals{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var t totals
+	err = item.Value(func(v []byte) error {
+		t, err = decodeTotals(v)
+		return err
+	})
+	return &t, err
+}
+
+// Lookup returns the counts of each hash for user. Each Counts is as long
+// as the class list, and all of one call share one backing array.
+func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]store.Counts, error) {
+	if err := store.ValidUser(user); err != nil {
+		return nil, fmt.Errorf("lookup: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("lookup: %w", err)
+	}
+	defer s.life.RUnlock()
+	// out first holds counts shared with the cache, then the caller's copies.
+	out := make([]store.Counts, len(hashes))
+	miss, gen := s.cache.getTokens(user, hashes, out)
+	if len(miss) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("lookup %q: %w", user, err)
+		}
+		if err := s.readTokens(user, hashes, out, miss); err != nil {
+			return nil, fmt.Errorf("lookup %q: %w", user, err)
+		}
+		s.cache.fillTokens(gen, user, hashes, out, miss)
+	}
+	width, found := len(s.classes.Load().names), 0
+	for _, c := range out {
+		if c != nil {
+			width = max(width, len(c))
+			found++
+		}
+	}
+	backing := make([]uint64, found*width)
+	for i, c := range out {
+		if c == nil {
+			continue
+		}
+		own := backing[:width:width]
+		backing = backing[width:]
+		copy(own, c)
+		out[i] = own
+	}
+	return out, nil
+}
+
+// readTokens reads the counts of hashes[i] for each i in idx into vals[i]
+// in one read-only transaction, leaving nil for tokens not stored.
+func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int) error {
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	key := make([]byte, 0, len(user)+10)
+	// One array backs all counts read; they are immutable once cached.
+	arena := make([]uint64, 0, 2*len(idx))
+	for _, i := range idx {
+		key = appendTokenKey(key[:0], user, hashes[i])
+		item, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		start := len(arena)
+		err = item.Value(func(v []byte) error {
+			arena, err = decodeCounts(arena, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("token %x: %w", hashes[i], err)
+		}
+		vals[i] = arena[start:len(arena):len(arena)]
+	}
+	return nil
+}
+
+// Seen returns the class message d was trained as for user, "" if none.
+func (s *Store) Seen(_ context.Context, user string, d store.Digest) (string, error) {
+	if err := store.ValidUser(user); err != nil {
+		return "", fmt.Errorf("seen: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return "", fmt.Errorf("seen: %w", err)
+	}
+	defer s.life.RUnlock()
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	c, err := readSeen(txn, user, d)
+	if err != nil {
+		return "", fmt.Errorf("seen %q %x: %w", user, d[:8], err)
+	}
+	if c < 0 {
+		return "", nil
+	}
+	// A class is registered before any record refers to it, so the list
+	// loaded after the read names it unless the store is damaged.
+	classes := s.classes.Load().names
+	if c >= len(classes) {
+		return "", fmt.Errorf("seen %q %x: %w: record of unknown class %d", user, d[:8], store.ErrInconsistent, c)
+	}
+	return classes[c], nil
+}
+
+// readSeen returns the class index in d's seen record for user, -1 if
+// there is none. The caller checks the index against its class list.
+func readSeen(txn *badger.Txn, user string, d store.Digest) (int, error) {
+	item, err := txn.Get(appendSeenKey(nil, user, d))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var c uint64
+	err = item.Value(func(v []byte) error {
+		c, err = decodeSeen(v)
+		return err
+	})
+	return int(c), err
+}
+
+// Users lists the users with a totals record, sorted.
+func (s *Store) Users(ctx context.Context) ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("users: %w", err)
+	}
+	defer s.life.RUnlock()
+	var users []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTotals}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().Key()
+			if len(k) < 2 || k[len(k)-1] != 0 {
+				return fmt.Errorf("%w: malformed totals key %q", store.ErrInconsistent, k)
+			}
+			users = append(users, string(k[1:len(k)-1]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("users: %w", err)
+	}
+	return users, nil
+}
+
+// Size returns the bytes on disk of the LSM tree (its tables) and of the
+// value log. Tables are counted as Badger reports them, so data still in
+// memtables is not; an in-memory store has no value log.
+func (s *Store) Size() (lsm, vlog int64) {
+	if s.enter() != nil {
+		return 0, 0
+	}
+	defer s.life.RUnlock()
+	for _, t := range s.db.Tables() {
+		lsm += int64(t.OnDiskSize)
+	}
+	if s.inMemory {
+		return lsm, 0
+	}
+	files, _ := filepath.Glob(filepath.Join(s.dir, "*.vlog"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			vlog += fi.Size()
+		}
+	}
+	return lsm, vlog
+}
+
+// Compact rewrites the LSM tree into one level and garbage-collects the
+// value log until nothing is left to reclaim, for maintenance by the CLI.
+// Writers wait while it runs; readers do not.
+func (s *Store) Compact(ctx context.Context) error {
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	defer s.life.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	if err := s.db.Flatten(2); err != nil {
+		return fmt.Errorf("compact: flatten: %w", err)
+	}
+	if s.inMemory {
+		return nil
+	}
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if errors.Is(err, badger.ErrNoRewrite) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("compact: value-log GC: %w", err)
+		}
+	}
+}
+
+// Close stops the garbage collector, waits for calls in progress and
+// closes the database. Calls after the first return nil.
+func (s *Store) Close() error {
+	var err error
+	s.close.Do(func() {
+		close(s.stopGC)
+		s.gcDone.Wait()
+		s.life.Lock()
+		defer s.life.Unlock()
+		s.closed = true
+		if err = s.db.Close(); err != nil {
+			err = fmt.Errorf("close store %s: %w", s.dir, err)
+		}
+	})
+	return err
+}
+
+// gcLoop garbage-collects the value log every interval until Close.
+func (s *Store) gcLoop(interval time.Duration) {
+	defer s.gcDone.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		case <-t.C:
+			s.collectGarbage()
+		}
+	}
+}
+
+// collectGarbage rewrites value-log files as long as some are worth it.
+func (s *Store) collectGarbage() {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("badgerstore: value-log GC panicked", "dir", s.dir, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		default:
+		}
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if errors.Is(err, badger.ErrNoRewrite) {
+			return
+		}
+		if err != nil {
+			s.log.Warn("badgerstore: value-log GC", "dir", s.dir, "err", err)
+			return
+		}
+	}
+}
+
+// badgerLogger passes Badger's warnings and errors to slog and drops its
+// chatty informational and debug lines.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, args ...any) {
+	b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, args...)))
+}
+
+func (b badgerLogger) Warningf(f string, args ...any) {
+	b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, args...)))
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

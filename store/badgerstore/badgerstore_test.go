@@ -1,0 +1,476 @@
+package badgerstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/storetest"
+)
+
+func open(t testing.TB, dir string, o Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir, o)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", dir, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	tests := []struct {
+		name string
+		open storetest.Opener
+	}{
+		{"in memory", func(t *testing.T) store.Store { return open(t, "", Options{InMemory: true}) }},
+		{"on disk", func(t *testing.T) store.Store { return open(t, t.TempDir(), Options{}) }},
+		{"on disk without cache", func(t *testing.T) store.Store { return open(t, t.TempDir(), Options{CacheBytes: -1}) }},
+		// A cache of a few entries evicts all the time.
+		{"tiny cache", func(t *testing.T) store.Store { return open(t, "", Options{InMemory: true, CacheBytes: 2000}) }},
+		// Transactions of a few hundred keys split most batches.
+		{"tiny transactions", func(t *testing.T) store.Store {
+			return open(t, "", Options{InMemory: true, MemTableBytes: 1 << 20})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { storetest.Run(t, tt.open) })
+	}
+}
+
+// train applies ops for user and fails t on error.
+func train(t testing.TB, s store.Store, user string, ops ...store.Op) []store.Result {
+	t.Helper()
+	res, err := s.Apply(context.Background(), user, ops)
+	if err != nil {
+		t.Fatalf("Apply(%q): %v", user, err)
+	}
+	return res
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	train(t, s, "", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}))
+	train(t, s, "alice",
+		storetest.Train("m1", "ham", map[bow.Hash]uint32{1: 1, 3: 5}),
+		storetest.Train("m2", "newsletter", map[bow.Hash]uint32{3: 1}),
+		storetest.Train("m3", "spam", map[bow.Hash]uint32{4: 1}),
+		storetest.Forget("m3", map[bow.Hash]uint32{4: 1}),
+	)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	tot, err := s.Totals(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"spam", "ham", "newsletter"}; !slices.Equal(tot.Classes, want) {
+		t.Errorf("Classes = %q, want %q", tot.Classes, want)
+	}
+	storetest.Expect(t, s, "", storetest.State{
+		Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 3}, Vocabulary: 2,
+		Counts: map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}},
+		Seen:   map[string]string{"m1": "spam"},
+	})
+	storetest.Expect(t, s, "alice", storetest.State{
+		Messages: map[string]uint64{"ham": 1, "newsletter": 1}, Tokens: map[string]uint64{"ham": 6, "newsletter": 1}, Vocabulary: 2,
+		Counts: map[bow.Hash]map[string]uint64{1: {"ham": 1}, 3: {"ham": 5, "newsletter": 1}, 4: nil},
+		Seen:   map[string]string{"m1": "ham", "m2": "newsletter", "m3": ""},
+	})
+	users, err := s.Users(context.Background())
+	if err != nil || !slices.Equal(users, []string{"", "alice"}) {
+		t.Errorf("Users = %q, %v", users, err)
+	}
+	// The class list grows on from where it was.
+	train(t, s, "", storetest.Train("m2", "phish", nil))
+	if tot, _ := s.Totals(context.Background(), ""); tot.Index("phish") != 3 {
+		t.Errorf("Classes after reopening = %q", tot.Classes)
+	}
+}
+
+// corrupt writes key = value behind Apply's back, as a damaged disk or a
+// bug would, and empties the cache so that readers see it.
+func corrupt(t *testing.T, s *Store, key, value []byte) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if value == nil {
+			return txn.Delete(key)
+		}
+		return txn.Set(key, value)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cache = newCache(defaultCacheBytes)
+}
+
+func TestCheck(t *testing.T) {
+	user := "alice"
+	tokenKey := appendTokenKey(nil, user, 1)
+	seenKey := appendSeenKey(nil, user, storetest.D("m1"))
+	tests := []struct {
+		name  string
+		key   []byte
+		value []byte // nil deletes the key
+		want  string // in the report; "" means consistent
+	}{
+		{"untouched", nil, nil, ""},
+		{"messages off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{3, 1}, tokens: []uint64{6, 1}, vocabulary: 3}), `class "spam": totals say 3 messages, 2 seen records`},
+		{"tokens off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{7, 1}, vocabulary: 3}), `class "spam": totals say 7 tokens, token counts sum to 6`},
+		{"vocabulary off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 4}), "totals say vocabulary 4, 3 tokens stored"},
+		{"totals lost", totalsKey(user), nil, `class "ham": totals say 0 messages, 1 seen records`},
+		{"totals undecodable", totalsKey(user), []byte{0xff}, "totals: store is inconsistent: undecodable value"},
+		{"token count changed", tokenKey, appendCounts(nil, []uint64{5}), `class "spam": totals say 6 tokens, token counts sum to 8`},
+		{"token lost", tokenKey, nil, "totals say vocabulary 3, 2 tokens stored"},
+		{"token of unknown class", tokenKey, appendCounts(nil, []uint64{2, 0, 1}), "counts of unknown classes"},
+		{"token undecodable", tokenKey, []byte{0x80}, "undecodable"},
+		{"seen record lost", seenKey, nil, `class "spam": totals say 2 messages, 1 seen records`},
+		{"seen record moved", seenKey, appendSeen(nil, 1), `class "ham": totals say 1 messages, 2 seen records`},
+		{"seen record of unknown class", seenKey, appendSeen(nil, 7), "unknown class 7"},
+		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendCounts(nil, []uint64{1}), "malformed token key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t, "", Options{InMemory: true})
+			defer s.Close()
+			train(t, s, user,
+				storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}),
+				storetest.Train("m2", "spam", map[bow.Hash]uint32{1: 1, 3: 2}),
+				storetest.Train("m3", "ham", map[bow.Hash]uint32{3: 1}),
+				storetest.Train("m4", "ham", map[bow.Hash]uint32{9: 1}),
+				storetest.Forget("m4", map[bow.Hash]uint32{9: 1}),
+			)
+			// Another user's model, the same but for one message, must
+			// neither disturb alice's check nor be disturbed by it.
+			train(t, s, "alice2", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}))
+			if tt.key != nil {
+				corrupt(t, s, tt.key, tt.value)
+			}
+			err := s.Check(context.Background(), user)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+			} else {
+				if !errors.Is(err, store.ErrInconsistent) {
+					t.Fatalf("Check: error %v, want ErrInconsistent", err)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("Check: %v\nwant it to say %s", err, tt.want)
+				}
+			}
+			if err := s.Check(context.Background(), "alice2"); err != nil {
+				t.Errorf("Check(alice2): %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckReportIsBounded(t *testing.T) {
+	s := open(t, "", Options{InMemory: true})
+	defer s.Close()
+	train(t, s, "", storetest.Train("m1", "spam", nil))
+	for i := range 100 {
+		corrupt(t, s, append(userPrefix(kindToken, ""), byte(i)), []byte{1})
+	}
+	err := s.Check(context.Background(), "")
+	if !errors.Is(err, store.ErrInconsistent) || !strings.Contains(err.Error(), "and 80 more") {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+// TestSplit applies batches far bigger than Badger's transactions at a
+// 1 MiB memtable and compares the result with the memory store's.
+func TestSplit(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), Options{MemTableBytes: 1 << 20})
+	defer s.Close()
+	m := store.NewMemory()
+	rng := rand.New(rand.NewPCG(7, 8))
+	bags := make([]map[bow.Hash]uint32, 200)
+	for i := range bags {
+		bags[i] = storetest.RandomBagOf(rng, 300, 5000)
+	}
+	hashes := slices.Collect(func(yield func(bow.Hash) bool) {
+		for _, bag := range bags {
+			for h := range bag {
+				if !yield(h) {
+					return
+				}
+			}
+		}
+	})
+	for round := range 4 {
+		ops := make([]store.Op, 150)
+		for i := range ops {
+			j := rng.IntN(len(bags))
+			ops[i] = store.Op{Digest: storetest.D(fmt.Sprint(j)), Class: []string{"spam", "ham", ""}[rng.IntN(3)], Bag: bags[j]}
+		}
+		// The same message more than once, in different transactions.
+		ops[149] = ops[0]
+		ops[148].Digest = ops[1].Digest
+		got, err := s.Apply(ctx, "u", ops)
+		if err != nil {
+			t.Fatalf("round %d: Apply: %v", round, err)
+		}
+		want, err := m.Apply(ctx, "u", ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: results differ from the memory store's", round)
+		}
+	}
+	if err := s.Check(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	gotT, _ := s.Totals(ctx, "u")
+	wantT, _ := m.Totals(ctx, "u")
+	if fmt.Sprint(gotT) != fmt.Sprint(wantT) {
+		t.Errorf("Totals = %v, memory store has %v", gotT, wantT)
+	}
+	// Again without the cache, from Badger alone.
+	s.cache = newCache(-1)
+	gotC, _ := s.Lookup(ctx, "u", hashes)
+	wantC, _ := m.Lookup(ctx, "u", hashes)
+	if fmt.Sprint(gotC) != fmt.Sprint(wantC) {
+		t.Errorf("Lookup differs from the memory store's")
+	}
+}
+
+func TestOpTooLarge(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "", Options{InMemory: true, MemTableBytes: 1 << 20})
+	defer s.Close()
+	huge := make(map[bow.Hash]uint32)
+	for i := range 20000 {
+		huge[bow.Hash(i)] = 1
+	}
+	ops := []store.Op{
+		storetest.Train("small", "spam", map[bow.Hash]uint32{1: 1}),
+		storetest.Train("huge", "spam", huge),
+		storetest.Train("after", "spam", map[bow.Hash]uint32{2: 1}),
+	}
+	res, err := s.Apply(ctx, "", ops)
+	if !errors.Is(err, ErrOpTooLarge) || !errors.Is(err, badger.ErrTxnTooBig) {
+		t.Fatalf("Apply: error %v, want ErrOpTooLarge", err)
+	}
+	if len(res) != 1 {
+		t.Fatalf("Apply: %d results, want 1 for the op before", len(res))
+	}
+	storetest.Expect(t, s, "", storetest.State{
+		Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+		Counts: map[bow.Hash]map[string]uint64{1: {"spam": 1}, 2: nil, 3: nil},
+		Seen:   map[string]string{"small": "spam", "huge": "", "after": ""},
+	})
+}
+
+func TestOpenRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		key   []byte
+		value []byte
+	}{
+		{"foreign database", []byte("some key"), []byte("some value")},
+		{"newer schema", metaKey, []byte(`{"schema":2,"classes":[]}`)},
+		{"bad meta", metaKey, []byte(`{"schema":1,"classes":["Spam"]}`)},
+		{"meta not JSON", metaKey, []byte{1, 2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(func(txn *badger.Txn) error { return txn.Set(tt.key, tt.value) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(context.Background(), dir, Options{})
+			if !errors.Is(err, ErrSchema) {
+				t.Errorf("Open: error %v, want ErrSchema", err)
+			}
+			if err == nil {
+				s.Close()
+			}
+			// The database was closed: another Open can lock it.
+			db, err = badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+			if err != nil {
+				t.Fatalf("reopening after a rejected Open: %v", err)
+			}
+			db.Close()
+		})
+	}
+}
+
+func TestOpenTwice(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	defer s.Close()
+	if s2, err := Open(context.Background(), dir, Options{}); err == nil {
+		s2.Close()
+		t.Fatal("second Open of the same directory succeeded")
+	}
+}
+
+func TestMaintenance(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := open(t, t.TempDir(), Options{Logger: logger, GCInterval: 10 * time.Millisecond, MemTableBytes: 1 << 20})
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 20 {
+		ops := make([]store.Op, 50)
+		for j := range ops {
+			ops[j] = storetest.Train(fmt.Sprint(i, j), "spam", storetest.RandomBagOf(rng, 100, 100000))
+		}
+		train(t, s, "", ops...)
+	}
+	time.Sleep(50 * time.Millisecond) // let the collector run a few times
+	if err := s.Compact(ctx); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	lsm, vlog := s.Size()
+	if lsm <= 0 || vlog <= 0 {
+		t.Errorf("Size = %d, %d; want both positive", lsm, vlog)
+	}
+	if err := s.Check(ctx, ""); err != nil {
+		t.Error(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Compact(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Compact after Close: %v", err)
+	}
+	if lsm, vlog := s.Size(); lsm != 0 || vlog != 0 {
+		t.Errorf("Size after Close = %d, %d", lsm, vlog)
+	}
+	// Badger's informational chatter is dropped, and it had nothing worse
+	// to say.
+	if logs.Len() > 0 {
+		t.Errorf("logged:\n%s", logs.String())
+	}
+}
+
+func TestCompactInMemory(t *testing.T) {
+	s := open(t, "", Options{InMemory: true})
+	defer s.Close()
+	train(t, s, "", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 1}))
+	if err := s.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, vlog := s.Size(); vlog != 0 {
+		t.Errorf("in-memory value log of %d bytes", vlog)
+	}
+}
+
+func TestGCPanicIsLogged(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Store{log: slog.New(slog.NewTextHandler(&logs, nil)), stopGC: make(chan struct{})}
+	s.collectGarbage() // s.db is nil: RunValueLogGC panics
+	if !strings.Contains(logs.String(), "value-log GC panicked") {
+		t.Errorf("logged %q", logs.String())
+	}
+}
+
+func TestBadgerLogger(t *testing.T) {
+	var logs bytes.Buffer
+	l := badgerLogger{slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	l.Errorf("disk %s\n", "full")
+	l.Warningf("slow %d", 3)
+	l.Infof("chatter")
+	l.Debugf("more chatter")
+	out := logs.String()
+	for _, want := range []string{`level=ERROR msg="badger: disk full"`, `level=WARN msg="badger: slow 3"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "chatter") {
+		t.Errorf("log has informational lines:\n%s", out)
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	b.Run("warm", func(b *testing.B) {
+		s := open(b, b.TempDir(), Options{})
+		defer s.Close()
+		storetest.BenchLookup(b, s)
+	})
+	b.Run("cold", func(b *testing.B) {
+		s := open(b, b.TempDir(), Options{CacheBytes: -1})
+		defer s.Close()
+		storetest.BenchLookup(b, s)
+	})
+}
+
+func BenchmarkApply(b *testing.B) {
+	b.Run("disk", func(b *testing.B) {
+		s := open(b, b.TempDir(), Options{})
+		defer s.Close()
+		storetest.BenchApply(b, s)
+	})
+	b.Run("in memory", func(b *testing.B) {
+		s := open(b, "", Options{InMemory: true})
+		defer s.Close()
+		storetest.BenchApply(b, s)
+	})
+}
+
+// TestOpenAfterEmptyLogFile reproduces what a kill between Badger creating
+// a log file and writing its header leaves behind.
+func TestOpenAfterEmptyLogFile(t *testing.T) {
+	for _, name := range []string{"00042.mem", "000042.vlog"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, Options{})
+			train(t, s, "", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 1}))
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, dir, Options{Logger: testLogger(t)})
+			defer s.Close()
+			storetest.Expect(t, s, "", storetest.State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+				Counts: map[bow.Hash]map[string]uint64{1: {"spam": 1}},
+			})
+			train(t, s, "", storetest.Train("m2", "spam", map[bow.Hash]uint32{1: 1}))
+		})
+	}
+}
+
+// testLogger returns a logger writing into t's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,146 @@
+package badgerstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/spamd/spamd/store"
+)
+
+// maxProblems bounds how many problems Check spells out; a store damaged
+// in a million keys needs no million-line error.
+const maxProblems = 20
+
+// Check recounts user's seen records and token counts in one snapshot and
+// compares the result with the stored totals: per class, messages with the
+// seen records and tokens with the sum of the token counts, and the
+// vocabulary with the number of tokens stored. It reads all of the user's
+// keys, without the cache, while Apply and readers go on.
+func (s *Store) Check(ctx context.Context, user string) error {
+	if err := store.ValidUser(user); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	defer s.life.RUnlock()
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	// Loaded after the snapshot was taken, so it names every class the
+	// snapshot refers to.
+	classes := s.classes.Load().names
+	var r report
+	stored, err := readTotals(txn, user)
+	if err != nil {
+		r.addf("totals: %v", err)
+		stored = &totals{}
+	}
+	w := len(classes)
+	messages := make([]uint64, w)
+	tokens := make([]uint64, w)
+	var vocabulary uint64
+
+	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) {
+		if len(key) != len(user)+2+len(store.Digest{}) {
+			r.addf("malformed seen key %x", key)
+			return
+		}
+		switch c, err := decodeSeen(v); {
+		case err != nil:
+			r.addf("seen record %x: %v", key, err)
+		case c >= uint64(w):
+			r.addf("seen record %x: unknown class %d", key, c)
+		default:
+			messages[c]++
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("check %q: %w", user, err)
+	}
+	var scratch []uint64
+	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) {
+		if len(key) != len(user)+2+8 {
+			r.addf("malformed token key %x", key)
+			return
+		}
+		var err error
+		if scratch, err = decodeCounts(scratch[:0], v); err != nil {
+			r.addf("token key %x: %v", key, err)
+			return
+		}
+		if len(scratch) > w {
+			r.addf("token key %x: counts of unknown classes", key)
+			return
+		}
+		for c, n := range scratch {
+			tokens[c] += n
+		}
+		if !allZero(scratch) {
+			vocabulary++
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("check %q: %w", user, err)
+	}
+
+	if len(stored.messages) > w || len(stored.tokens) > w {
+		r.addf("totals count %d classes, the store has %d", max(len(stored.messages), len(stored.tokens)), w)
+	}
+	for c, name := range classes {
+		if got, want := at(stored.messages, c), messages[c]; got != want {
+			r.addf("class %q: totals say %d messages, %d seen records", name, got, want)
+		}
+		if got, want := at(stored.tokens, c), tokens[c]; got != want {
+			r.addf("class %q: totals say %d tokens, token counts sum to %d", name, got, want)
+		}
+	}
+	if stored.vocabulary != vocabulary {
+		r.addf("totals say vocabulary %d, %d tokens stored", stored.vocabulary, vocabulary)
+	}
+	if r.n > 0 {
+		return fmt.Errorf("check %q: %w: %s", user, store.ErrInconsistent, r)
+	}
+	return nil
+}
+
+// scan calls f with the key and value of every key with prefix.
+func scan(ctx context.Context, txn *badger.Txn, prefix []byte, f func(key, v []byte)) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	n := 0
+	for it.Rewind(); it.Valid(); it.Next() {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		item := it.Item()
+		if err := item.Value(func(v []byte) error { f(item.Key(), v); return nil }); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// report collects Check's findings.
+type report struct {
+	lines []string
+	n     int
+}
+
+func (r *report) addf(format string, args ...any) {
+	r.n++
+	if len(r.lines) < maxProblems {
+		r.lines = append(r.lines, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r report) String() string {
+	s := strings.Join(r.lines, "; ")
+	if r.n > len(r.lines) {
+		s += fmt.Sprintf("; and %d more", r.n-len(r.lines))
+	}
+	return s
+}

@@ -1,0 +1,355 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spamd/spamd/bow"
+)
+
+// Memory is a Store held in maps in memory, for evaluation runs and tests.
+// One RWMutex guards it: Lookup, Totals, Seen, Users and Check share the
+// read lock, Apply takes the write lock. Nothing survives Close or the
+// process. The zero value is not usable; call NewMemory.
+type Memory struct {
+	mu      sync.RWMutex
+	closed  bool
+	classes []string       // append-only: a class keeps its index forever
+	index   map[string]int // class name → index in classes
+	users   map[string]*memModel
+}
+
+// memModel is one user's model. Token counts live in one flat slice of
+// rows rather than a slice per token, so a model of millions of tokens is
+// a handful of pointer-free allocations the garbage collector never scans.
+type memModel struct {
+	width    int                // counts per row: the number of classes when last grown
+	rows     map[bow.Hash]int32 // token → its row in counts
+	counts   []uint64           // rows of width counts, back to back
+	free     []int32            // rows of tokens whose counts all went back to zero
+	seen     map[Digest]int     // message → index of the class it is trained as
+	messages []uint64           // per class
+	tokens   []uint64           // per class
+	vocab    uint64
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{index: make(map[string]int), users: make(map[string]*memModel)}
+}
+
+// Totals returns the per-class totals of user's model.
+func (m *Memory) Totals(_ context.Context, user string) (Totals, error) {
+	if err := ValidUser(user); err != nil {
+		return Totals{}, fmt.Errorf("totals: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return Totals{}, fmt.Errorf("totals: %w", ErrClosed)
+	}
+	n := len(m.classes)
+	t := Totals{
+		Classes:  slices.Clone(m.classes),
+		Messages: make([]uint64, n),
+		Tokens:   make([]uint64, n),
+	}
+	if mod := m.users[user]; mod != nil {
+		copy(t.Messages, mod.messages)
+		copy(t.Tokens, mod.tokens)
+		t.Vocabulary = mod.vocab
+	}
+	return t, nil
+}
+
+// Lookup returns the counts of each hash for user. All the Counts of one
+// call share one backing array, as long as the number of classes.
+func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Counts, error) {
+	if err := ValidUser(user); err != nil {
+		return nil, fmt.Errorf("lookup: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, fmt.Errorf("lookup: %w", ErrClosed)
+	}
+	out := make([]Counts, len(hashes))
+	mod := m.users[user]
+	if mod == nil {
+		return out, nil
+	}
+	w := len(m.classes)
+	var backing []uint64
+	for i, h := range hashes {
+		r, ok := mod.rows[h]
+		if !ok {
+			continue
+		}
+		if backing == nil {
+			backing = make([]uint64, (len(hashes)-i)*w)
+		}
+		c := backing[:w:w]
+		backing = backing[w:]
+		copy(c, mod.row(r))
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Seen returns the class message d was trained as for user, "" if none.
+func (m *Memory) Seen(_ context.Context, user string, d Digest) (string, error) {
+	if err := ValidUser(user); err != nil {
+		return "", fmt.Errorf("seen: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return "", fmt.Errorf("seen: %w", ErrClosed)
+	}
+	if mod := m.users[user]; mod != nil {
+		if c, ok := mod.seen[d]; ok {
+			return m.classes[c], nil
+		}
+	}
+	return "", nil
+}
+
+// Apply carries out ops for user in order, each one whole. Since nothing
+// can fail halfway in memory, an error only comes from invalid names
+// (nothing applied) or ctx ending between two ops.
+func (m *Memory) Apply(ctx context.Context, user string, ops []Op) ([]Result, error) {
+	if err := ValidUser(user); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	for i := range ops {
+		if c := ops[i].Class; c != "" {
+			if err := ValidClass(c); err != nil {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("apply: %w", ErrClosed)
+	}
+	results := make([]Result, 0, len(ops))
+	for i := range ops {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("apply op %d: %w", i, err)
+		}
+		results = append(results, m.apply(user, &ops[i]))
+	}
+	return results, nil
+}
+
+func (m *Memory) apply(user string, op *Op) Result {
+	mod := m.users[user]
+	prev := -1
+	if mod != nil {
+		if c, ok := mod.seen[op.Digest]; ok {
+			prev = c
+		}
+	}
+	next := -1
+	if op.Class != "" {
+		next = m.classIndex(op.Class)
+	}
+	var res Result
+	if prev >= 0 {
+		res.Prev = m.classes[prev]
+	}
+	if prev == next {
+		return res
+	}
+	res.Changed = true
+	if mod == nil {
+		mod = &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]int)}
+		m.users[user] = mod
+	}
+	mod.grow(len(m.classes))
+	if prev >= 0 {
+		mod.subtract(op.Bag, prev)
+		mod.messages[prev] = subClamp(mod.messages[prev], 1)
+		delete(mod.seen, op.Digest)
+	}
+	if next >= 0 {
+		mod.add(op.Bag, next)
+		mod.messages[next]++
+		mod.seen[op.Digest] = next
+	}
+	return res
+}
+
+// classIndex returns the index of class, registering it on first use.
+func (m *Memory) classIndex(class string) int {
+	if i, ok := m.index[class]; ok {
+		return i
+	}
+	m.classes = append(m.classes, class)
+	m.index[class] = len(m.classes) - 1
+	return len(m.classes) - 1
+}
+
+// Users lists the users with a model, sorted.
+func (m *Memory) Users(context.Context) ([]string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, fmt.Errorf("users: %w", ErrClosed)
+	}
+	users := make([]string, 0, len(m.users))
+	for u := range m.users {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	return users, nil
+}
+
+// Check recounts user's seen records and token counts and compares them
+// with the totals kept alongside.
+func (m *Memory) Check(_ context.Context, user string) error {
+	if err := ValidUser(user); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return fmt.Errorf("check: %w", ErrClosed)
+	}
+	mod := m.users[user]
+	if mod == nil {
+		return nil
+	}
+	messages := make([]uint64, mod.width)
+	for _, c := range mod.seen {
+		messages[c]++
+	}
+	tokens := make([]uint64, mod.width)
+	var vocab uint64
+	for _, r := range mod.rows {
+		nonZero := false
+		for c, n := range mod.row(r) {
+			tokens[c] += n
+			nonZero = nonZero || n != 0
+		}
+		if nonZero {
+			vocab++
+		}
+	}
+	var problems []string
+	for c := range mod.width {
+		if messages[c] != mod.messages[c] {
+			problems = append(problems, fmt.Sprintf("class %q: %d messages in totals, %d seen records", m.classes[c], mod.messages[c], messages[c]))
+		}
+		if tokens[c] != mod.tokens[c] {
+			problems = append(problems, fmt.Sprintf("class %q: %d tokens in totals, %d summed over token counts", m.classes[c], mod.tokens[c], tokens[c]))
+		}
+	}
+	if vocab != mod.vocab {
+		problems = append(problems, fmt.Sprintf("vocabulary %d in totals, %d tokens counted", mod.vocab, vocab))
+	}
+	if problems != nil {
+		return fmt.Errorf("check %q: %w: %s", user, ErrInconsistent, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Close releases the maps; later calls return ErrClosed.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	m.users = nil
+	return nil
+}
+
+func (mod *memModel) row(r int32) []uint64 {
+	i := int(r) * mod.width
+	return mod.counts[i : i+mod.width : i+mod.width]
+}
+
+// grow widens every row to width classes, which happens only when a class
+// is registered, so the copy is rare.
+func (mod *memModel) grow(width int) {
+	if width <= mod.width {
+		return
+	}
+	n := len(mod.counts) / max(mod.width, 1)
+	counts := make([]uint64, n*width)
+	for r := range n {
+		copy(counts[r*width:], mod.counts[r*mod.width:(r+1)*mod.width])
+	}
+	mod.counts, mod.width = counts, width
+	mod.messages = append(mod.messages, make([]uint64, width-len(mod.messages))...)
+	mod.tokens = append(mod.tokens, make([]uint64, width-len(mod.tokens))...)
+}
+
+func (mod *memModel) add(bag map[bow.Hash]uint32, c int) {
+	for h, n := range bag {
+		if n == 0 {
+			continue
+		}
+		r, ok := mod.rows[h]
+		if !ok {
+			r = mod.newRow()
+			mod.rows[h] = r
+			mod.vocab++
+		}
+		mod.row(r)[c] += uint64(n)
+		mod.tokens[c] += uint64(n)
+	}
+}
+
+// subtract takes bag away from class c, clamping each count at zero and
+// taking from the class total exactly what it took from the counts, so the
+// two keep agreeing even when a caller passes a bag it never added.
+func (mod *memModel) subtract(bag map[bow.Hash]uint32, c int) {
+	for h, n := range bag {
+		r, ok := mod.rows[h]
+		if !ok {
+			continue
+		}
+		row := mod.row(r)
+		d := min(row[c], uint64(n))
+		row[c] -= d
+		mod.tokens[c] -= d
+		if allZero(row) {
+			delete(mod.rows, h)
+			mod.free = append(mod.free, r)
+			mod.vocab--
+		}
+	}
+}
+
+func (mod *memModel) newRow() int32 {
+	if n := len(mod.free); n > 0 {
+		r := mod.free[n-1]
+		mod.free = mod.free[:n-1]
+		return r
+	}
+	r := int32(len(mod.counts) / mod.width)
+	mod.counts = append(mod.counts, make([]uint64, mod.width)...)
+	return r
+}
+
+func allZero(c []uint64) bool {
+	for _, n := range c {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func subClamp(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/storetest"
+)
+
+func TestValidUser(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"", true},
+		{"alice", true},
+		{"Alice.Smith+tag@example.org", true},
+		{"a_b-c", true},
+		{strings.Repeat("a", store.MaxUserLen), true},
+		{strings.Repeat("a", store.MaxUserLen+1), false},
+		{"../x", false},
+		{"a/b", false},
+		{".hidden", false},
+		{"-flag", false},
+		{"\x00", false},
+		{"a b", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := store.ValidUser(tt.name)
+			if tt.ok && err != nil {
+				t.Errorf("ValidUser: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, store.ErrInvalidUser) {
+				t.Errorf("ValidUser: error %v, want ErrInvalidUser", err)
+			}
+		})
+	}
+}
+
+func TestValidClass(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"spam", true},
+		{"ham", true},
+		{"news_letter-2", true},
+		{strings.Repeat("x", store.MaxClassLen), true},
+		{strings.Repeat("x", store.MaxClassLen+1), false},
+		{"", false},
+		{"Spam", false},
+		{"spam ham", false},
+		{"spam.ham", false},
+		{"\x00", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := store.ValidClass(tt.name)
+			if tt.ok && err != nil {
+				t.Errorf("ValidClass: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, store.ErrInvalidClass) {
+				t.Errorf("ValidClass: error %v, want ErrInvalidClass", err)
+			}
+		})
+	}
+}
+
+func TestMemory(t *testing.T) {
+	storetest.Run(t, func(*testing.T) store.Store { return store.NewMemory() })
+}
+
+func BenchmarkLookup(b *testing.B) { storetest.BenchLookup(b, store.NewMemory()) }
+
+func BenchmarkApply(b *testing.B) { storetest.BenchApply(b, store.NewMemory()) }

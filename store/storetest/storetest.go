@@ -1,0 +1,839 @@
+// Package storetest holds the conformance suite every store.Store backend
+// runs in its tests, and the benchmarks they share, so that the memory and
+// Badger backends (and a later Redis one) are held to the same behaviour.
+//
+// Run checks the semantics spelled out in package store scenario by
+// scenario, then replays thousands of random operations against both the
+// backend and a plain reference model kept here, and compares every count.
+// It checks what any backend must do; crash safety, reopening and size
+// limits are a backend's own business and stay in its tests.
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+)
+
+// Opener returns a new, empty store; Run closes it when a test ends.
+type Opener func(t *testing.T) store.Store
+
+// Run runs the conformance suite against the stores open returns.
+func Run(t *testing.T, open Opener) {
+	t.Run("scenarios", func(t *testing.T) { testScenarios(t, open) })
+	t.Run("class order", func(t *testing.T) { testClassOrder(t, open) })
+	t.Run("users are isolated", func(t *testing.T) { testIsolation(t, open) })
+	t.Run("invalid users", func(t *testing.T) { testInvalidUsers(t, open) })
+	t.Run("invalid classes", func(t *testing.T) { testInvalidClasses(t, open) })
+	t.Run("lookup", func(t *testing.T) { testLookup(t, open) })
+	t.Run("random ops match reference", func(t *testing.T) { testRandom(t, open) })
+	t.Run("readers never see stale counts", func(t *testing.T) { testReaders(t, open) })
+	t.Run("canceled context", func(t *testing.T) { testCanceled(t, open) })
+	t.Run("closed", func(t *testing.T) { testClosed(t, open) })
+}
+
+// D returns the digest named name, for readable tests.
+func D(name string) store.Digest { return sha256.Sum256([]byte(name)) }
+
+// Train returns an op training message name as class with bag.
+func Train(name, class string, bag map[bow.Hash]uint32) store.Op {
+	return store.Op{Digest: D(name), Class: class, Bag: bag}
+}
+
+// Forget returns an op forgetting message name, whose bag is bag.
+func Forget(name string, bag map[bow.Hash]uint32) store.Op {
+	return store.Op{Digest: D(name), Bag: bag}
+}
+
+// State is what a test expects of one user's model, by class name so that
+// it does not depend on class indices.
+type State struct {
+	Messages   map[string]uint64
+	Tokens     map[string]uint64
+	Vocabulary uint64
+	// Counts lists tokens and their counts; a nil map means never seen.
+	Counts map[bow.Hash]map[string]uint64
+	// Seen maps message names to the class they are trained as ("" none).
+	Seen map[string]string
+}
+
+// Expect fails t unless user's model in s is in state want and passes Check.
+func Expect(t *testing.T, s store.Store, user string, want State) {
+	t.Helper()
+	ctx := context.Background()
+	tot, err := s.Totals(ctx, user)
+	if err != nil {
+		t.Fatalf("Totals(%q): %v", user, err)
+	}
+	if len(tot.Messages) > len(tot.Classes) || len(tot.Tokens) > len(tot.Classes) {
+		t.Errorf("Totals(%q): %d classes, %d messages, %d tokens", user, len(tot.Classes), len(tot.Messages), len(tot.Tokens))
+	}
+	for i, c := range tot.Classes {
+		if got, want := at(tot.Messages, i), want.Messages[c]; got != want {
+			t.Errorf("Totals(%q).Messages[%s] = %d, want %d", user, c, got, want)
+		}
+		if got, want := at(tot.Tokens, i), want.Tokens[c]; got != want {
+			t.Errorf("Totals(%q).Tokens[%s] = %d, want %d", user, c, got, want)
+		}
+	}
+	for c, n := range want.Messages {
+		if tot.Index(c) < 0 && n != 0 {
+			t.Errorf("Totals(%q) has no class %q", user, c)
+		}
+	}
+	if tot.Vocabulary != want.Vocabulary {
+		t.Errorf("Totals(%q).Vocabulary = %d, want %d", user, tot.Vocabulary, want.Vocabulary)
+	}
+	hashes := make([]bow.Hash, 0, len(want.Counts))
+	for h := range want.Counts {
+		hashes = append(hashes, h)
+	}
+	slices.Sort(hashes)
+	counts, err := s.Lookup(ctx, user, hashes)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", user, err)
+	}
+	for i, h := range hashes {
+		w := want.Counts[h]
+		if w == nil {
+			if counts[i] != nil {
+				t.Errorf("Lookup(%q, %x) = %v, want nil", user, h, counts[i])
+			}
+			continue
+		}
+		if counts[i] == nil {
+			t.Errorf("Lookup(%q, %x) = nil, want %v", user, h, w)
+			continue
+		}
+		for j, c := range tot.Classes {
+			if got := at(counts[i], j); got != w[c] {
+				t.Errorf("Lookup(%q, %x)[%s] = %d, want %d", user, h, c, got, w[c])
+			}
+		}
+	}
+	for name, class := range want.Seen {
+		got, err := s.Seen(ctx, user, D(name))
+		if err != nil {
+			t.Fatalf("Seen(%q, %s): %v", user, name, err)
+		}
+		if got != class {
+			t.Errorf("Seen(%q, %s) = %q, want %q", user, name, got, class)
+		}
+	}
+	if err := s.Check(ctx, user); err != nil {
+		t.Errorf("Check(%q): %v", user, err)
+	}
+}
+
+func at(s []uint64, i int) uint64 {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
+}
+
+func openClosing(t *testing.T, open Opener) store.Store {
+	t.Helper()
+	s := open(t)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+type call struct {
+	ops  []store.Op
+	want []store.Result
+}
+
+func testScenarios(t *testing.T, open Opener) {
+	bag12 := map[bow.Hash]uint32{1: 2, 2: 1}
+	bag23 := map[bow.Hash]uint32{2: 1, 3: 4}
+	tests := []struct {
+		name  string
+		calls []call
+		want  State
+	}{
+		{
+			name:  "train",
+			calls: []call{{[]store.Op{Train("m1", "spam", bag12)}, []store.Result{{Changed: true}}}},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 3}, Vocabulary: 2,
+				Counts: map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}, 3: nil},
+				Seen:   map[string]string{"m1": "spam", "m2": ""},
+			},
+		},
+		{
+			name: "retrain same class is a no-op",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", bag12)}, []store.Result{{Changed: true}}},
+				{[]store.Op{Train("m1", "spam", bag12)}, []store.Result{{Prev: "spam"}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 3}, Vocabulary: 2,
+				Counts: map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}},
+				Seen:   map[string]string{"m1": "spam"},
+			},
+		},
+		{
+			name: "relabel moves counts",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", bag12), Train("m2", "spam", bag23)}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{Train("m1", "ham", bag12)}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1, "ham": 1}, Tokens: map[string]uint64{"spam": 5, "ham": 3}, Vocabulary: 3,
+				Counts: map[bow.Hash]map[string]uint64{1: {"ham": 2}, 2: {"spam": 1, "ham": 1}, 3: {"spam": 4}},
+				Seen:   map[string]string{"m1": "ham", "m2": "spam"},
+			},
+		},
+		{
+			name: "forget",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", bag12), Train("m2", "spam", bag23)}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{Forget("m1", bag12)}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 5}, Vocabulary: 2,
+				Counts: map[bow.Hash]map[string]uint64{1: nil, 2: {"spam": 1}, 3: {"spam": 4}},
+				Seen:   map[string]string{"m1": "", "m2": "spam"},
+			},
+		},
+		{
+			name: "forget unknown is a no-op",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", bag12)}, []store.Result{{Changed: true}}},
+				{[]store.Op{Forget("m9", bag23)}, []store.Result{{}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 3}, Vocabulary: 2,
+				Counts: map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}, 3: nil},
+				Seen:   map[string]string{"m1": "spam", "m9": ""},
+			},
+		},
+		{
+			name: "same digest several times in one batch",
+			calls: []call{{
+				[]store.Op{Train("m1", "spam", bag12), Train("m1", "spam", bag12), Train("m1", "ham", bag12), Train("m2", "ham", bag23)},
+				[]store.Result{{Changed: true}, {Prev: "spam"}, {Prev: "spam", Changed: true}, {Changed: true}},
+			}},
+			want: State{
+				Messages: map[string]uint64{"ham": 2}, Tokens: map[string]uint64{"ham": 8}, Vocabulary: 3,
+				Counts: map[bow.Hash]map[string]uint64{1: {"ham": 2}, 2: {"ham": 2}, 3: {"ham": 4}},
+				Seen:   map[string]string{"m1": "ham", "m2": "ham"},
+			},
+		},
+		{
+			name: "train and forget in one batch",
+			calls: []call{{
+				[]store.Op{Train("m1", "spam", bag12), Forget("m1", bag12), Forget("m1", bag12)},
+				[]store.Result{{Changed: true}, {Prev: "spam", Changed: true}, {}},
+			}},
+			want: State{
+				Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil},
+				Seen:   map[string]string{"m1": ""},
+			},
+		},
+		{
+			name: "counts clamp at zero",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1})}, []store.Result{{Changed: true}}},
+				// Relabeling with a bigger bag than was trained takes what is there.
+				{[]store.Op{Train("m1", "ham", map[bow.Hash]uint32{1: 5, 2: 3})}, []store.Result{{Prev: "spam", Changed: true}}},
+				{[]store.Op{Forget("m1", map[bow.Hash]uint32{1: 9, 4: 1})}, []store.Result{{Prev: "ham", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 0, "ham": 0}, Tokens: map[string]uint64{"spam": 0, "ham": 3}, Vocabulary: 1,
+				Counts: map[bow.Hash]map[string]uint64{1: nil, 2: {"ham": 3}, 4: nil},
+				Seen:   map[string]string{"m1": ""},
+			},
+		},
+		{
+			name: "vocabulary counts a token once across classes",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1}), Train("m2", "ham", map[bow.Hash]uint32{1: 1, 2: 1})}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{Forget("m1", map[bow.Hash]uint32{1: 1})}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"ham": 1}, Tokens: map[string]uint64{"ham": 2}, Vocabulary: 2,
+				Counts: map[bow.Hash]map[string]uint64{1: {"ham": 1}, 2: {"ham": 1}},
+			},
+		},
+		{
+			name: "vocabulary drops to zero",
+			calls: []call{
+				{[]store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1}), Train("m2", "ham", map[bow.Hash]uint32{1: 1, 2: 1})}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{Forget("m2", map[bow.Hash]uint32{1: 1, 2: 1}), Forget("m1", map[bow.Hash]uint32{1: 1})}, []store.Result{{Prev: "ham", Changed: true}, {Prev: "spam", Changed: true}}},
+			},
+			want: State{Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil}},
+		},
+		{
+			name:  "zero counts in a bag are ignored",
+			calls: []call{{[]store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 0, 2: 1})}, []store.Result{{Changed: true}}}},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+				Counts: map[bow.Hash]map[string]uint64{1: nil, 2: {"spam": 1}},
+			},
+		},
+		{
+			name:  "empty bag",
+			calls: []call{{[]store.Op{Train("m1", "spam", nil)}, []store.Result{{Changed: true}}}},
+			want: State{
+				Messages: map[string]uint64{"spam": 1},
+				Seen:     map[string]string{"m1": "spam"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openClosing(t, open)
+			for i, c := range tt.calls {
+				got, err := s.Apply(context.Background(), "u", c.ops)
+				if err != nil {
+					t.Fatalf("Apply #%d: %v", i, err)
+				}
+				if !slices.Equal(got, c.want) {
+					t.Errorf("Apply #%d = %+v, want %+v", i, got, c.want)
+				}
+			}
+			Expect(t, s, "u", tt.want)
+		})
+	}
+}
+
+func testClassOrder(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	ops := []store.Op{
+		Train("m1", "spam", map[bow.Hash]uint32{1: 1}),
+		Train("m2", "ham", map[bow.Hash]uint32{1: 2}),
+		Train("m3", "newsletter", map[bow.Hash]uint32{1: 3}),
+	}
+	if _, err := s.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	// Classes are store-wide: another user sees all of them, in the order
+	// of first use, and its counts are indexed the same way.
+	if _, err := s.Apply(ctx, "other", []store.Op{Train("m1", "ham", map[bow.Hash]uint32{1: 7})}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		user   string
+		counts []uint64
+	}{
+		{"", []uint64{1, 2, 3}},
+		{"other", []uint64{0, 7, 0}},
+	} {
+		t.Run(tt.user, func(t *testing.T) {
+			tot, err := s.Totals(ctx, tt.user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"spam", "ham", "newsletter"}; !slices.Equal(tot.Classes, want) {
+				t.Errorf("Classes = %q, want %q", tot.Classes, want)
+			}
+			c, err := s.Lookup(ctx, tt.user, []bow.Hash{1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range tt.counts {
+				if got := at(c[0], i); got != want {
+					t.Errorf("count of %s = %d, want %d", tot.Classes[i], got, want)
+				}
+			}
+		})
+	}
+}
+
+func testIsolation(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	// Names chosen so that one is a prefix of another, or differs by a
+	// byte that a careless key layout could confuse with a separator.
+	users := []string{"", "a", "ab", "a.b", "A", "a@b", "b"}
+	private := func(u string) bow.Hash { return bow.HashOf("private:" + u) }
+	for i, u := range users {
+		bag := map[bow.Hash]uint32{private(u): 1, 100: uint32(i + 1)}
+		if _, err := s.Apply(ctx, u, []store.Op{Train("shared", "spam", bag)}); err != nil {
+			t.Fatalf("Apply(%q): %v", u, err)
+		}
+	}
+	state := func(i int, u string) State {
+		counts := map[bow.Hash]map[string]uint64{100: {"spam": uint64(i + 1)}}
+		for _, v := range users {
+			counts[private(v)] = nil
+		}
+		counts[private(u)] = map[string]uint64{"spam": 1}
+		return State{
+			Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": uint64(i + 2)}, Vocabulary: 2,
+			Counts: counts, Seen: map[string]string{"shared": "spam"},
+		}
+	}
+	for i, u := range users {
+		t.Run(fmt.Sprintf("user %q", u), func(t *testing.T) { Expect(t, s, u, state(i, u)) })
+	}
+	got, err := s.Users(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(users))
+	if !slices.Equal(got, want) {
+		t.Errorf("Users = %q, want %q", got, want)
+	}
+	// Forgetting the shared digest for one user leaves every other alone.
+	if _, err := s.Apply(ctx, "a", []store.Op{Forget("shared", map[bow.Hash]uint32{private("a"): 1, 100: 2})}); err != nil {
+		t.Fatal(err)
+	}
+	Expect(t, s, "a", State{
+		Counts: map[bow.Hash]map[string]uint64{100: nil, private("a"): nil},
+		Seen:   map[string]string{"shared": ""},
+	})
+	for i, u := range users {
+		if u != "a" {
+			t.Run(fmt.Sprintf("after forget, user %q", u), func(t *testing.T) { Expect(t, s, u, state(i, u)) })
+		}
+	}
+}
+
+func testInvalidUsers(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	names := []struct{ name, user string }{
+		{"dot dot slash", "../x"},
+		{"slash", "a/b"},
+		{"10 kB", strings.Repeat("a", 10<<10)},
+		{"NUL", "\x00"},
+		{"NUL inside", "a\x00b"},
+		{"leading dot", ".a"},
+		{"leading dash", "-a"},
+		{"space", "a b"},
+		{"non-ASCII", "é"},
+	}
+	for _, tt := range names {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := map[string]func() error{
+				"Totals": func() error { _, err := s.Totals(ctx, tt.user); return err },
+				"Lookup": func() error { _, err := s.Lookup(ctx, tt.user, []bow.Hash{1}); return err },
+				"Seen":   func() error { _, err := s.Seen(ctx, tt.user, D("m1")); return err },
+				"Apply": func() error {
+					_, err := s.Apply(ctx, tt.user, []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1})})
+					return err
+				},
+				"Check": func() error { return s.Check(ctx, tt.user) },
+			}
+			for name, f := range calls {
+				if err := f(); !errors.Is(err, store.ErrInvalidUser) {
+					t.Errorf("%s: error %v, want ErrInvalidUser", name, err)
+				}
+			}
+		})
+	}
+	users, err := s.Users(ctx)
+	if err != nil || len(users) != 0 {
+		t.Errorf("Users = %q, %v; want none", users, err)
+	}
+}
+
+func testInvalidClasses(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	for _, class := range []string{"Spam", "sp am", "spam!", "spam/ham", strings.Repeat("x", store.MaxClassLen+1), "é", "a\x00"} {
+		t.Run(fmt.Sprintf("%.20q", class), func(t *testing.T) {
+			ops := []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1}), Train("m2", class, map[bow.Hash]uint32{2: 1})}
+			res, err := s.Apply(ctx, "u", ops)
+			if !errors.Is(err, store.ErrInvalidClass) {
+				t.Errorf("Apply: error %v, want ErrInvalidClass", err)
+			}
+			if len(res) != 0 {
+				t.Errorf("Apply: results %+v, want none", res)
+			}
+			Expect(t, s, "u", State{Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil}, Seen: map[string]string{"m1": ""}})
+		})
+	}
+	if _, err := s.Apply(ctx, "u", []store.Op{Train("m1", strings.Repeat("x", store.MaxClassLen), nil)}); err != nil {
+		t.Errorf("Apply with a class of MaxClassLen bytes: %v", err)
+	}
+}
+
+func testLookup(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, "u", []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1, 2: 2})}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		user   string
+		hashes []bow.Hash
+		want   []uint64 // spam count per hash; 0 means a nil Counts
+	}{
+		{"none", "u", nil, nil},
+		{"order kept", "u", []bow.Hash{2, 3, 1}, []uint64{2, 0, 1}},
+		{"duplicates", "u", []bow.Hash{1, 1, 2, 1}, []uint64{1, 1, 2, 1}},
+		{"unknown user", "nobody", []bow.Hash{1, 2}, []uint64{0, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for round := range 2 { // the second round may come from a cache
+				got, err := s.Lookup(ctx, tt.user, tt.hashes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(tt.hashes) {
+					t.Fatalf("round %d: %d results for %d hashes", round, len(got), len(tt.hashes))
+				}
+				for i, w := range tt.want {
+					if w == 0 {
+						if got[i] != nil {
+							t.Errorf("round %d: [%d] = %v, want nil", round, i, got[i])
+						}
+						continue
+					}
+					if len(got[i]) == 0 || got[i][0] != w {
+						t.Errorf("round %d: [%d] = %v, want [%d]", round, i, got[i], w)
+					}
+					// The caller owns what it gets: scribbling on it must
+					// not reach the store or its cache.
+					got[i][0] = 999
+				}
+			}
+		})
+	}
+}
+
+// reference is the plain model the random test compares a backend with.
+type reference struct {
+	seen     map[store.Digest]string
+	counts   map[bow.Hash]map[string]uint64
+	messages map[string]uint64
+	tokens   map[string]uint64
+}
+
+func newReference() *reference {
+	return &reference{
+		seen:     map[store.Digest]string{},
+		counts:   map[bow.Hash]map[string]uint64{},
+		messages: map[string]uint64{},
+		tokens:   map[string]uint64{},
+	}
+}
+
+func (r *reference) apply(op store.Op) store.Result {
+	prev := r.seen[op.Digest]
+	if prev == op.Class {
+		return store.Result{Prev: prev}
+	}
+	if prev != "" {
+		for h, n := range op.Bag {
+			c := r.counts[h]
+			d := min(c[prev], uint64(n))
+			if d > 0 {
+				c[prev] -= d
+				r.tokens[prev] -= d
+			}
+			if c != nil && c[prev] == 0 {
+				delete(c, prev)
+				if len(c) == 0 {
+					delete(r.counts, h)
+				}
+			}
+		}
+		if r.messages[prev] > 0 {
+			r.messages[prev]--
+		}
+		delete(r.seen, op.Digest)
+	}
+	if op.Class != "" {
+		for h, n := range op.Bag {
+			if n == 0 {
+				continue
+			}
+			if r.counts[h] == nil {
+				r.counts[h] = map[string]uint64{}
+			}
+			r.counts[h][op.Class] += uint64(n)
+			r.tokens[op.Class] += uint64(n)
+		}
+		r.messages[op.Class]++
+		r.seen[op.Digest] = op.Class
+	}
+	return store.Result{Prev: prev, Changed: true}
+}
+
+func testRandom(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	users := []string{"", "alice", "bob"}
+	classes := []string{"", "spam", "ham", "spam", "ham", "unsure"}
+	refs := map[string]*reference{}
+	for _, u := range users {
+		refs[u] = newReference()
+	}
+	const messages = 300
+	bags := make([]map[bow.Hash]uint32, messages)
+	for i := range bags {
+		bags[i] = RandomBag(rng, 1+rng.IntN(40), 500)
+	}
+	allHashes := make([]bow.Hash, 500)
+	for i := range allHashes {
+		allHashes[i] = bow.Hash(i)
+	}
+	for round := range 60 {
+		u := users[rng.IntN(len(users))]
+		ops := make([]store.Op, rng.IntN(30))
+		for i := range ops {
+			m := rng.IntN(messages)
+			bag := bags[m]
+			if rng.IntN(20) == 0 { // a caller passing the wrong bag
+				bag = bags[rng.IntN(messages)]
+			}
+			ops[i] = store.Op{Digest: D(fmt.Sprint(m)), Class: classes[rng.IntN(len(classes))], Bag: bag}
+		}
+		got, err := s.Apply(ctx, u, ops)
+		if err != nil {
+			t.Fatalf("round %d: Apply: %v", round, err)
+		}
+		for i, op := range ops {
+			if want := refs[u].apply(op); got[i] != want {
+				t.Fatalf("round %d: op %d = %+v, want %+v", round, i, got[i], want)
+			}
+		}
+	}
+	for _, u := range users {
+		ref := refs[u]
+		want := State{
+			Messages: ref.messages, Tokens: ref.tokens, Vocabulary: uint64(len(ref.counts)),
+			Counts: map[bow.Hash]map[string]uint64{}, Seen: map[string]string{},
+		}
+		for _, h := range allHashes {
+			want.Counts[h] = ref.counts[h]
+		}
+		for m := range messages {
+			want.Seen[fmt.Sprint(m)] = ref.seen[D(fmt.Sprint(m))]
+		}
+		t.Run(fmt.Sprintf("user %q", u), func(t *testing.T) { Expect(t, s, u, want) })
+	}
+}
+
+// testReaders hammers Lookup and Totals while another goroutine trains,
+// and fails if a reader ever sees a count go backwards or the writer reads
+// anything but its own last write, the symptoms of a stale cache.
+func testReaders(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const token = bow.Hash(42)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 4 {
+		wg.Go(func() {
+			var last, lastMsgs uint64
+			for ctx.Err() == nil {
+				c, err := s.Lookup(ctx, "u", []bow.Hash{token, token + 1})
+				if err != nil {
+					errs <- err
+					return
+				}
+				n := at(c[0], 0)
+				if n < last {
+					errs <- fmt.Errorf("reader saw count %d after %d", n, last)
+					return
+				}
+				last = n
+				tot, err := s.Totals(ctx, "u")
+				if err != nil {
+					errs <- err
+					return
+				}
+				m := at(tot.Messages, 0)
+				if m < lastMsgs {
+					errs <- fmt.Errorf("reader saw %d messages after %d", m, lastMsgs)
+					return
+				}
+				lastMsgs = m
+			}
+		})
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 1; i <= 300 && time.Now().Before(deadline); i++ {
+		op := Train(fmt.Sprint(i), "spam", map[bow.Hash]uint32{token: 1, bow.Hash(1000 + i): 1})
+		if _, err := s.Apply(ctx, "u", []store.Op{op}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Lookup(ctx, "u", []bow.Hash{token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := at(c[0], 0); got != uint64(i) {
+			t.Fatalf("after Apply #%d, Lookup = %d", i, got)
+		}
+		tot, err := s.Totals(ctx, "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := at(tot.Messages, 0); got != uint64(i) || tot.Vocabulary != uint64(i+1) {
+			t.Fatalf("after Apply #%d, Totals = %+v", i, tot)
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}
+}
+
+func testCanceled(t *testing.T, open Opener) {
+	s := openClosing(t, open)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := s.Apply(ctx, "u", []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1})})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Apply: error %v, want context.Canceled", err)
+	}
+	if len(res) != 0 {
+		t.Errorf("Apply: results %+v, want none", res)
+	}
+	Expect(t, s, "u", State{Counts: map[bow.Hash]map[string]uint64{1: nil}, Seen: map[string]string{"m1": ""}})
+}
+
+func testClosed(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, "u", []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	calls := map[string]func() error{
+		"Totals": func() error { _, err := s.Totals(ctx, "u"); return err },
+		"Lookup": func() error { _, err := s.Lookup(ctx, "u", []bow.Hash{1}); return err },
+		"Seen":   func() error { _, err := s.Seen(ctx, "u", D("m1")); return err },
+		"Apply":  func() error { _, err := s.Apply(ctx, "u", []store.Op{Forget("m1", nil)}); return err },
+		"Users":  func() error { _, err := s.Users(ctx); return err },
+		"Check":  func() error { return s.Check(ctx, "u") },
+	}
+	for name, f := range calls {
+		t.Run(name, func(t *testing.T) {
+			if err := f(); !errors.Is(err, store.ErrClosed) {
+				t.Errorf("error %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+// BenchLookup trains s with a few thousand messages, then measures Lookup
+// of 300-token messages drawn from the same vocabulary, in messages/s.
+func BenchLookup(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	bags := benchBags(rng, 1000)
+	for i := 0; i < 2000; i += 100 {
+		ops := make([]store.Op, 100)
+		for j := range ops {
+			ops[j] = Train(fmt.Sprint("bench", i+j), []string{"spam", "ham"}[j%2], bags[rng.IntN(len(bags))])
+		}
+		if _, err := s.Apply(ctx, "", ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+	queries := make([][]bow.Hash, 256)
+	for i := range queries {
+		queries[i] = slices.Collect(maps.Keys(RandomBagOf(rng, 300, benchVocab)))
+	}
+	// One pass before timing, so that a cache is as warm as it gets.
+	for _, q := range queries {
+		if _, err := s.Lookup(ctx, "", q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := s.Lookup(ctx, "", queries[i%len(queries)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchApply measures Apply of batches of 100 new 300-token messages, in
+// messages/s.
+func BenchApply(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	bags := benchBags(rng, 1000)
+	const batch = 100
+	ops := make([]store.Op, batch)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for j := range ops {
+			ops[j] = Train(fmt.Sprint("bench", n), []string{"spam", "ham"}[rng.IntN(2)], bags[rng.IntN(len(bags))])
+			n++
+		}
+		if _, err := s.Apply(ctx, "", ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// benchVocab is the number of distinct tokens benchmark messages draw from,
+// about what a personal model of a few thousand messages holds.
+const benchVocab = 200_000
+
+func benchBags(rng *rand.Rand, n int) []map[bow.Hash]uint32 {
+	bags := make([]map[bow.Hash]uint32, n)
+	for i := range bags {
+		bags[i] = RandomBagOf(rng, 300, benchVocab)
+	}
+	return bags
+}
+
+// RandomBagOf returns a bag of exactly n distinct tokens drawn like
+// RandomBag's, n well below vocab. Unlike RandomBag's, its hashes are
+// spread over the 64-bit range like real ones, so that a backend keyed by
+// hash gets no locality a real model would not have.
+func RandomBagOf(rng *rand.Rand, n int, vocab uint64) map[bow.Hash]uint32 {
+	z := rand.NewZipf(rng, 1.1, 2, vocab-1)
+	bag := make(map[bow.Hash]uint32, n)
+	for len(bag) < n {
+		// An odd multiplier is a bijection on 64 bits: distinct stay distinct.
+		bag[bow.Hash(z.Uint64()*0x9e3779b97f4a7c15)]++
+	}
+	return bag
+}
+
+// RandomBag returns a bag of n draws from a Zipf distribution over vocab
+// tokens, which is roughly how words in mail are spread: a few very
+// common, most rare.
+func RandomBag(rng *rand.Rand, n int, vocab uint64) map[bow.Hash]uint32 {
+	z := rand.NewZipf(rng, 1.1, 2, vocab-1)
+	bag := make(map[bow.Hash]uint32, n)
+	for range n {
+		bag[bow.Hash(z.Uint64())]++
+	}
+	return bag
+}
