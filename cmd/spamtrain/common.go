@@ -113,7 +113,7 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *badgers
 	}
 	st, err := badgerstore.Open(ctx, m.db, badgerstore.Options{Logger: e.log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storeOpenError(m.db, err)
 	}
 	f, err := filter.New(st, cfg)
 	if err != nil {

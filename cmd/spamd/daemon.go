@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/store/badgerstore"
+)
+
+// daemon is a running spamd.
+type daemon struct {
+	opts   options
+	getenv func(string) string
+	log    *slog.Logger
+	level  *slog.LevelVar
+
+	// path is the configuration file, "" when running on the defaults;
+	// raw is its content as last loaded. Both, and cfg, belong to the
+	// goroutine that reloads.
+	path string
+	raw  []byte
+	cfg  config.Config
+
+	st  *badgerstore.Store
+	ms  *milter.Server
+	api *control.Server
+	met *metrics
+}
+
+// configPath returns the configuration file to read, "" for none.
+func configPath(o options, getenv func(string) string) (string, error) {
+	switch {
+	case o.config != "":
+		return o.config, nil
+	case getenv("SPAMD_CONFIG") != "":
+		return getenv("SPAMD_CONFIG"), nil
+	}
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		return config.DefaultPath, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("configuration: %w", err)
+	}
+	return "", nil
+}
+
+// load reads the configuration file (the defaults when path is "") and
+// applies the flags over it.
+func load(path string, o options, getenv func(string) string) (config.Config, []byte, error) {
+	cfg := config.Default(getenv)
+	var raw []byte
+	if path != "" {
+		var err error
+		if raw, err = os.ReadFile(path); err != nil {
+			return config.Config{}, nil, fmt.Errorf("read configuration: %w", err)
+		}
+		if cfg, err = config.Decode(strings.NewReader(string(raw)), cfg); err != nil {
+			return config.Config{}, nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if o.db != "" {
+		cfg.Store.Dir = o.db
+	}
+	if abs, err := filepath.Abs(cfg.Store.Dir); err == nil {
+		cfg.Store.Dir = abs
+	}
+	if o.milter != "" {
+		cfg.Milter.Listen = o.milter
+	}
+	switch {
+	case strings.HasPrefix(o.api, "tcp://"):
+		cfg.API.TCP = strings.TrimPrefix(o.api, "tcp://")
+	case o.api != "":
+		cfg.API.Socket = strings.TrimPrefix(o.api, "unix:")
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, nil, fmt.Errorf("with the command line: %w", err)
+	}
+	if _, err := filterConfig(cfg.Filter); err != nil {
+		return config.Config{}, nil, err
+	}
+	return cfg, raw, nil
+}
+
+// filterConfig applies the [filter] table over the filter's defaults.
+func filterConfig(table map[string]string) (filter.Config, error) {
+	c := filter.DefaultConfig()
+	for _, k := range slices.Sorted(maps.Keys(table)) {
+		if err := c.Set(k, table[k]); err != nil {
+			return c, fmt.Errorf("[filter] %s: %w", k, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("[filter]: %w", err)
+	}
+	return c, nil
+}
+
+// newLogger returns the daemon's logger, writing to w, and its level.
+func newLogger(c config.Log, w io.Writer) (*slog.Logger, *slog.LevelVar) {
+	level := new(slog.LevelVar)
+	level.Set(logLevel(c.Level))
+	o := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o)), level
+	}
+	return slog.New(slog.NewTextHandler(w, o)), level
+}
+
+func logLevel(s string) slog.Level {
+	var l slog.Level
+	l.UnmarshalText([]byte(s)) // config.Validate admits only valid names
+	return l
+}
+
+// openStore opens the store, first checking that its directory can be
+// written, with advice when it cannot.
+func openStore(ctx context.Context, c config.Store, log *slog.Logger) (*badgerstore.Store, error) {
+	advice := "give another with --db DIR or [store] dir in the configuration, or run spamd under systemd with StateDirectory=spamd"
+	if err := os.MkdirAll(c.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("store directory %s cannot be created (%v): %s", c.Dir, err, advice)
+	}
+	probe, err := os.CreateTemp(c.Dir, ".write-test-*")
+	if err != nil {
+		return nil, fmt.Errorf("store directory %s is not writable (%v): %s", c.Dir, err, advice)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	cache := int64(c.CacheMB) << 20
+	if c.CacheMB == 0 {
+		cache = -1
+	}
+	st, err := badgerstore.Open(ctx, c.Dir, badgerstore.Options{Logger: log, CacheBytes: cache, SyncWrites: c.SyncWrites})
+	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		return nil, fmt.Errorf("store %s is in use by another process (another spamd, or spamtrain): stop it first: %w", c.Dir, err)
+	}
+	return st, err
+}
+
+// run runs the daemon until ctx is done, reloading on hup.
+func run(ctx context.Context, o options, getenv func(string) string, stderr io.Writer, hup <-chan os.Signal) error {
+	path, err := configPath(o, getenv)
+	if err != nil {
+		return err
+	}
+	cfg, raw, err := load(path, o, getenv)
+	if err != nil {
+		return err
+	}
+	logger, level := newLogger(cfg.Log, stderr)
+	// go-milter reports broken connections through the standard logger.
+	log.SetFlags(0)
+	log.SetOutput(slog.NewLogLogger(logger.Handler(), slog.LevelWarn).Writer())
+	d := &daemon{opts: o, getenv: getenv, log: logger, level: level, path: path, raw: raw, cfg: cfg}
+	if path == "" {
+		logger.Info("spamd: no configuration file, running on the defaults")
+	}
+
+	d.st, err = openStore(ctx, cfg.Store, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := d.st.Close(); err != nil {
+			logger.Error("spamd: closing the store", "err", err)
+		}
+	}()
+	fc, _ := filterConfig(cfg.Filter) // checked by load
+	f, err := filter.New(d.st, fc)
+	if err != nil {
+		return err
+	}
+	d.met = newMetrics()
+	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions}, logger, d.met)
+	d.met.watch(d.st, d.ms)
+	token, err := readToken(cfg.API.TokenFile)
+	if err != nil {
+		return err
+	}
+	d.api = control.NewServer(control.Options{
+		Filter:   func() *filter.Filter { return d.ms.Settings().Filter },
+		Size:     d.st.Size,
+		Dir:      cfg.Store.Dir,
+		Admins:   cfg.API.Admins,
+		Token:    token,
+		Log:      logger,
+		Observer: d.met,
+	})
+	return d.serve(ctx, hup)
+}
+
+// readToken reads the API's bearer token, "" without a file.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 16 || strings.ContainsAny(t, " \t\r\n") {
+		return "", fmt.Errorf("api token in %s: want one line of at least 16 bytes, no spaces", path)
+	}
+	return t, nil
+}
+
+// serve opens the listeners, serves until ctx is done or a server fails,
+// and shuts down.
+func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
+	cfg := d.cfg
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	milterLn, err := listen(cfg.Milter.Listen, 0o660)
+	if err != nil {
+		return fmt.Errorf("milter: %w", err)
+	}
+	closers = append(closers, milterLn)
+	apiLn, err := listen("unix:"+cfg.API.Socket, 0o660)
+	if err != nil {
+		return fmt.Errorf("control API: %w (give another socket with --api unix:/PATH)", err)
+	}
+	closers = append(closers, apiLn)
+	httpd := []*httpServer{{name: "api", ln: apiLn, h: d.api.Handler()}}
+	if cfg.API.TCP != "" {
+		ln, err := net.Listen("tcp", cfg.API.TCP)
+		if err != nil {
+			return fmt.Errorf("control API: %w", err)
+		}
+		closers = append(closers, ln)
+		httpd = append(httpd, &httpServer{name: "api-tcp", ln: ln, h: d.api.Handler()})
+	}
+	if cfg.Metrics.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		closers = append(closers, ln)
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", d.met.handler())
+		mux.Handle("GET /healthz", d.api.Health())
+		httpd = append(httpd, &httpServer{name: "metrics", ln: ln, h: mux})
+	}
+
+	errc := make(chan error, len(httpd)+1)
+	goSafe(d.log, "milter", errc, func() error { return d.ms.Serve(milterLn) })
+	for _, h := range httpd {
+		h.srv = &http.Server{
+			Handler:           h.h,
+			ConnContext:       control.ConnContext,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		}
+		goSafe(d.log, h.name, errc, func() error {
+			if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("%s: %w", h.name, err)
+			}
+			return nil
+		})
+	}
+	d.log.Info("spamd: ready", "milter", cfg.Milter.Listen, "api", cfg.API.Socket, "api_tcp", cfg.API.TCP,
+		"metrics", cfg.Metrics.Listen, "store", cfg.Store.Dir, "config", d.path)
+
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		defer func() {
+			if v := recover(); v != nil {
+				d.log.Error("spamd: panic in the reload loop; reloading stops", "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
+		d.reloadLoop(reloadCtx, hup)
+	}()
+	notify(d.log, "READY=1")
+	watchdogDone := make(chan struct{})
+	go func() {
+		defer close(watchdogDone)
+		defer func() {
+			if v := recover(); v != nil {
+				d.log.Error("spamd: panic in the watchdog", "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
+		watchdog(reloadCtx, d.log, d.healthy)
+	}()
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		d.log.Info("spamd: stopping")
+	case failure = <-errc:
+		d.log.Error("spamd: a server failed; stopping", "err", failure)
+	}
+	notify(d.log, "STOPPING=1")
+	stopReload()
+	<-reloaded
+	<-watchdogDone
+
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Milter.ShutdownTimeout.Duration)
+	defer cancel()
+	if err := d.ms.Shutdown(sctx); err != nil {
+		d.log.Warn("spamd: milter shutdown", "err", err)
+	}
+	for _, h := range httpd {
+		if err := h.srv.Shutdown(sctx); err != nil {
+			d.log.Warn("spamd: "+h.name+" shutdown", "err", err)
+		}
+	}
+	d.log.Info("spamd: stopped")
+	return failure
+}
+
+// httpServer is one HTTP listener and what it serves.
+type httpServer struct {
+	name string
+	ln   net.Listener
+	h    http.Handler
+	srv  *http.Server
+}
+
+// goSafe runs fn on a goroutine, sending its error, or its panic as an
+// error, to errc when it is not nil.
+func goSafe(log *slog.Logger, name string, errc chan<- error, fn func() error) {
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("spamd: panic", "in", name, "panic", v, "stack", string(debug.Stack()))
+				errc <- fmt.Errorf("%s: panic: %v", name, v)
+			}
+		}()
+		if err := fn(); err != nil {
+			errc <- err
+		}
+	}()
+}
+
+// healthy checks that the store answers.
+func (d *daemon) healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := d.st.Totals(ctx, "")
+	return err
+}
+
+// listen listens on addr, "tcp://HOST:PORT" or "unix:/PATH". A unix
+// socket gets mode; a stale socket file left by a crash is replaced, but
+// not one another process still listens on.
+func listen(addr string, mode os.FileMode) (net.Listener, error) {
+	network, address, err := config.SplitAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "tcp" {
+		return net.Listen("tcp", address)
+	}
+	if err := os.MkdirAll(filepath.Dir(address), 0o755); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(address); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", address)
+		}
+		if c, err := net.DialTimeout("unix", address, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another process listens on %s", address)
+		}
+		if err := os.Remove(address); err != nil {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", address)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(address, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket mode: %w", err)
+	}
+	return ln, nil
+}

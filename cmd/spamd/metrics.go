@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/store/badgerstore"
+)
+
+// metrics are the daemon's Prometheus metrics. It is the Observer of the
+// milter and of the control API.
+type metrics struct {
+	reg      *prometheus.Registry
+	messages *prometheus.CounterVec
+	latency  prometheus.Histogram
+	errors   *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	trained  *prometheus.CounterVec
+	reloads  *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_messages_total",
+			Help: "Messages the milter answered, by verdict (ham, unsure, spam, skipped, error) and action (accept, quarantine, reject, tempfail).",
+		}, []string{"verdict", "action"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spamd_milter_latency_seconds",
+			Help:    "Time from the end of a message to the milter's answer.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_errors_total",
+			Help: "Failures, by kind: classify, panic, timeout, protocol (milter) and api.",
+		}, []string{"kind"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_api_requests_total",
+			Help: "Control API requests, by endpoint and HTTP status.",
+		}, []string{"endpoint", "code"}),
+		trained: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_trained_total",
+			Help: "Messages whose training changed a model, by the class they are now trained as (forgotten when untrained).",
+		}, []string{"class"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_config_reloads_total",
+			Help: "Configuration reloads, by result (ok, failed).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, k := range []string{"classify", "panic", "timeout", "protocol", "api"} {
+		m.errors.WithLabelValues(k)
+	}
+	return m
+}
+
+// watch adds the gauges read at each scrape: the milter's connections
+// and the global model's size.
+func (m *metrics) watch(st *badgerstore.Store, ms *milter.Server) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "spamd_milter_connections",
+			Help: "Open MTA connections.",
+		}, func() float64 { return float64(ms.Connections()) }),
+		&modelCollector{st: st},
+	)
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Message implements milter.Observer.
+func (m *metrics) Message(verdict string, a milter.Action, elapsed time.Duration) {
+	m.messages.WithLabelValues(verdict, a.String()).Inc()
+	m.latency.Observe(elapsed.Seconds())
+}
+
+// Error implements milter.Observer.
+func (m *metrics) Error(kind string) { m.errors.WithLabelValues(kind).Inc() }
+
+// Request implements control.Observer.
+func (m *metrics) Request(endpoint string, status int) {
+	m.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+	if status >= 500 {
+		m.errors.WithLabelValues("api").Inc()
+	}
+}
+
+// Trained implements control.Observer.
+func (m *metrics) Trained(class string) {
+	if class == "" {
+		class = "forgotten"
+	}
+	m.trained.WithLabelValues(class).Inc()
+}
+
+// modelCollector reports the global model's size and the store's, read
+// when scraped.
+type modelCollector struct{ st *badgerstore.Store }
+
+var (
+	modelMessages = prometheus.NewDesc("spamd_model_messages", "Messages trained into the global model, by class.", []string{"class"}, nil)
+	modelTokens   = prometheus.NewDesc("spamd_model_tokens", "Token occurrences in the global model, by class.", []string{"class"}, nil)
+	modelVocab    = prometheus.NewDesc("spamd_model_vocabulary", "Distinct tokens in the global model.", nil, nil)
+	storeBytes    = prometheus.NewDesc("spamd_store_bytes", "Size of the store on disk, by part (lsm, vlog).", []string{"part"}, nil)
+)
+
+func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- modelMessages
+	ch <- modelTokens
+	ch <- modelVocab
+	ch <- storeBytes
+}
+
+func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
+	lsm, vlog := c.st.Size()
+	ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(lsm), "lsm")
+	ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(vlog), "vlog")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	t, err := c.st.Totals(ctx, "")
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(modelMessages, err)
+		return
+	}
+	for i, class := range t.Classes {
+		ch <- prometheus.MustNewConstMetric(modelMessages, prometheus.GaugeValue, float64(t.Messages[i]), class)
+		ch <- prometheus.MustNewConstMetric(modelTokens, prometheus.GaugeValue, float64(t.Tokens[i]), class)
+	}
+	ch <- prometheus.MustNewConstMetric(modelVocab, prometheus.GaugeValue, float64(t.Vocabulary))
+}

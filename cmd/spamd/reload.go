@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/milter"
+)
+
+// settleTime is how long the configuration file must stay unchanged
+// before it is reloaded: editors write a file in several steps.
+const settleTime = 250 * time.Millisecond
+
+// reloadLoop reloads the configuration on hup and when its file changes,
+// until ctx is done. It watches the file's directory, not the file,
+// because editors replace the file rather than write into it.
+func (d *daemon) reloadLoop(ctx context.Context, hup <-chan os.Signal) {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if d.path != "" {
+		w, err := fsnotify.NewWatcher()
+		if err == nil {
+			err = w.Add(filepath.Dir(d.path))
+		}
+		if err != nil {
+			d.log.Warn("spamd: not watching the configuration file; reload with SIGHUP", "path", d.path, "err", err)
+		} else {
+			defer w.Close()
+			events, errs = w.Events, w.Errors
+		}
+	}
+	settle := time.NewTimer(settleTime)
+	settle.Stop()
+	name := filepath.Clean(d.path)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			d.reload("SIGHUP")
+		case ev := <-events:
+			if filepath.Clean(ev.Name) == name && !ev.Has(fsnotify.Chmod) {
+				settle.Reset(settleTime)
+			}
+		case err := <-errs:
+			d.log.Warn("spamd: watching the configuration file", "err", err)
+		case <-settle.C:
+			d.reload("file changed")
+		}
+	}
+}
+
+// reload loads the configuration again and applies what can change
+// while running: the milter's per-message settings, the actions, the
+// filter's settings and the log level. A configuration that does not
+// load is logged and the running one kept.
+func (d *daemon) reload(why string) {
+	if d.path == "" {
+		d.log.Info("spamd: no configuration file to reload", "why", why)
+		return
+	}
+	cfg, raw, err := load(d.path, d.opts, d.getenv)
+	if err != nil {
+		d.log.Error("spamd: configuration not reloaded; keeping the running one", "why", why, "err", err)
+		d.met.reloads.WithLabelValues("failed").Inc()
+		return
+	}
+	if why == "file changed" && bytes.Equal(raw, d.raw) {
+		return
+	}
+	notify(d.log, "RELOADING=1\n"+monotonicUsec())
+	defer notify(d.log, "READY=1")
+	cur := d.ms.Settings()
+	f := cur.Filter
+	if !maps.Equal(cfg.Filter, d.cfg.Filter) {
+		fc, _ := filterConfig(cfg.Filter) // checked by load
+		if f, err = filter.New(d.st, fc); err != nil {
+			d.log.Error("spamd: configuration not reloaded; keeping the running one", "why", why, "err", err)
+			d.met.reloads.WithLabelValues("failed").Inc()
+			return
+		}
+	}
+	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions})
+	d.level.Set(logLevel(cfg.Log.Level))
+	for _, c := range restartOnly(d.cfg, cfg) {
+		d.log.Warn("spamd: setting changed, takes effect on restart", "setting", c)
+	}
+	d.cfg, d.raw = cfg, raw
+	d.met.reloads.WithLabelValues("ok").Inc()
+	d.log.Info("spamd: configuration reloaded", "why", why, "path", d.path)
+}
+
+// restartOnly names the settings that differ between a and b and that
+// only a restart applies.
+func restartOnly(a, b config.Config) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		a, b any
+	}{
+		{"milter.listen", a.Milter.Listen, b.Milter.Listen},
+		{"milter.shutdown_timeout", a.Milter.ShutdownTimeout, b.Milter.ShutdownTimeout},
+		{"[store]", a.Store, b.Store},
+		{"[api]", a.API, b.API},
+		{"[metrics]", a.Metrics, b.Metrics},
+		{"log.format", a.Log.Format, b.Log.Format},
+	} {
+		if !reflect.DeepEqual(c.a, c.b) {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}

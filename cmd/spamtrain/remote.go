@@ -1,0 +1,459 @@
+package main
+
+// Badger admits one process per store, so while spamd runs, train,
+// forget, classify and stats go through its control API instead of
+// opening the store. The daemon is found by, in order:
+//
+//  1. --api ADDR on the command line;
+//  2. $SPAMD_API;
+//  3. the [api] socket of the daemon's configuration ($SPAMD_CONFIG, else
+//     /etc/spamd/config.toml, else spamd's default /run/spamd/api.sock),
+//     used when it answers and no store was named with --db or $SPAMD_DB.
+//
+// ADDR is unix:/PATH (or /PATH) or tcp://HOST:PORT; over TCP the bearer
+// token is taken from $SPAMD_API_TOKEN. A command given a store the
+// daemon holds goes through the daemon if it serves that very store, and
+// otherwise says which process to stop or which address to use.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/internal/parallel"
+	"github.com/spamd/spamd/store"
+)
+
+// remoteRun runs a command through a daemon's control API.
+type remoteRun func(ctx context.Context, e *env, c *control.Client, args []string) error
+
+// remoteRuns are the commands that work through the daemon.
+var remoteRuns = map[string]remoteRun{
+	"train":    remoteTrain,
+	"forget":   remoteForget,
+	"classify": remoteClassify,
+	"stats":    remoteStats,
+}
+
+func init() {
+	for i := range commands {
+		if r, ok := remoteRuns[commands[i].name]; ok {
+			commands[i].run = viaDaemon(r, commands[i].run)
+		}
+	}
+}
+
+// errStoreLocked is wrapped by the error of opening a store another
+// process holds.
+var errStoreLocked = errors.New("the store is in use by another process")
+
+// storeOpenError explains a failure to open the store at dir: when
+// another process holds it, what to do about it.
+func storeOpenError(dir string, err error) error {
+	if !strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		return err
+	}
+	return fmt.Errorf("%w: %s is held by another process, most likely a running spamd. "+
+		"While spamd runs, spamtrain works through its control API: leave out --db (and $SPAMD_DB) "+
+		"to find it by its configuration, or name it with --api ADDR or SPAMD_API=ADDR, e.g. unix:/run/spamd/api.sock",
+		errStoreLocked, dir)
+}
+
+// viaDaemon returns a command that runs remote when a daemon is to be
+// used, else local.
+func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) error) func(context.Context, *env, []string) error {
+	return func(ctx context.Context, e *env, args []string) error {
+		args, addr, err := cutAPIFlag(args)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if addr == "" {
+			addr = os.Getenv("SPAMD_API")
+		}
+		if addr != "" {
+			c, err := dialDaemon(ctx, addr)
+			if err != nil {
+				return err
+			}
+			return remote(ctx, e, c, args)
+		}
+		db := dbFlag(args)
+		if db == "" {
+			if c := findDaemon(ctx, e); c != nil {
+				return remote(ctx, e, c, args)
+			}
+			return local(ctx, e, args)
+		}
+		err = local(ctx, e, args)
+		if !errors.Is(err, errStoreLocked) {
+			return err
+		}
+		// The store is held: if by the daemon, go through it.
+		c := findDaemon(ctx, e)
+		if c == nil {
+			return err
+		}
+		st, serr := c.Stats(ctx)
+		if abs, aerr := filepath.Abs(db); serr == nil && aerr == nil && st.Dir == abs {
+			return remote(ctx, e, c, args)
+		}
+		return fmt.Errorf("%w (spamd at %s serves %s)", err, c.Addr(), st.Dir)
+	}
+}
+
+// cutAPIFlag removes --api ADDR (or -api, --api=ADDR) from args, up to a
+// "--", and returns ADDR.
+func cutAPIFlag(args []string) (rest []string, addr string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(rest, args[i:]...), addr, nil
+		case a == "--api" || a == "-api":
+			if i+1 == len(args) {
+				return nil, "", errors.New("--api needs an address")
+			}
+			addr = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--api=") || strings.HasPrefix(a, "-api="):
+			_, addr, _ = strings.Cut(a, "=")
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, addr, nil
+}
+
+// dbFlag returns the store the command line or $SPAMD_DB names, "" if
+// none.
+func dbFlag(args []string) string {
+	db := os.Getenv("SPAMD_DB")
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return db
+		case (a == "--db" || a == "-db") && i+1 < len(args):
+			db = args[i+1]
+		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
+			_, db, _ = strings.Cut(a, "=")
+		}
+	}
+	return db
+}
+
+// dialDaemon returns a client of the daemon at addr, checking that it
+// answers.
+func dialDaemon(ctx context.Context, addr string) (*control.Client, error) {
+	c, err := control.NewClient(addr, os.Getenv("SPAMD_API_TOKEN"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Health(ctx); err != nil {
+		return nil, fmt.Errorf("no spamd answers at %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// findDaemon returns a client of the daemon named by its configuration,
+// nil if none answers there.
+func findDaemon(ctx context.Context, e *env) *control.Client {
+	cfg := config.Default(os.Getenv)
+	path := os.Getenv("SPAMD_CONFIG")
+	if path == "" {
+		path = config.DefaultPath
+	}
+	if c, err := config.Load(path, cfg); err == nil {
+		cfg = c
+	} else if !errors.Is(err, os.ErrNotExist) {
+		e.log.Warn("reading spamd's configuration to find it; trying its default socket", "err", err)
+	}
+	c, err := dialDaemon(ctx, "unix:"+cfg.API.Socket)
+	if err != nil {
+		e.log.Debug("no spamd found", "err", err)
+		return nil
+	}
+	return c
+}
+
+// checkRemote checks the model flags for a command run through the
+// daemon. They are all accepted, so that a command line works alike with
+// and without it, but --db is not used and --set cannot apply.
+func checkRemote(m *modelFlags) error {
+	if err := store.ValidUser(m.user); err != nil {
+		return fmt.Errorf("%w: --user: %v", errUsage, err)
+	}
+	if len(m.sets) > 0 {
+		return fmt.Errorf("%w: --set: spamd classifies and trains with its own settings; change them in the [filter] table of its configuration", errUsage)
+	}
+	return nil
+}
+
+// maxBatchBytes bounds the messages of one training request.
+const maxBatchBytes = 16 << 20
+
+func remoteTrain(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var rf modelFlags
+	rf.register(fs, true)
+	var spam, ham listFlag
+	fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
+	fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
+	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
+	batch := fs.Int("batch", 256, "messages sent to spamd per request")
+	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if len(spam)+len(ham) == 0 || fs.NArg() > 0 {
+		return fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH...", errUsage)
+	}
+	if err := checkRemote(&rf); err != nil {
+		return err
+	}
+	var sources []source
+	for _, p := range spam {
+		sources = append(sources, source{p, filter.Spam})
+	}
+	for _, p := range ham {
+		sources = append(sources, source{p, filter.Ham})
+	}
+	t, err := trainRemote(ctx, e, c, rf.user, sources, *recursive, max(1, *batch))
+	fmt.Fprintf(e.stdout, "train: %s\n", t)
+	return err
+}
+
+func remoteForget(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var rf modelFlags
+	rf.register(fs, true)
+	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: name the messages to forget: PATH...", errUsage)
+	}
+	if err := checkRemote(&rf); err != nil {
+		return err
+	}
+	var sources []source
+	for _, p := range fs.Args() {
+		sources = append(sources, source{path: p})
+	}
+	t, err := trainRemote(ctx, e, c, rf.user, sources, *recursive, 256)
+	fmt.Fprintf(e.stdout, "forget: %d messages: %d forgotten, %d were not trained", t.seen, t.learned, t.known)
+	if t.skipped > 0 {
+		fmt.Fprintf(e.stdout, ", %d skipped (see errors above)", t.skipped)
+	}
+	fmt.Fprintln(e.stdout)
+	return err
+}
+
+// trainRemote sends every message of sources to the daemon to be trained
+// for user (forgotten for sources with class ""), in batches of at most
+// batchSize messages and maxBatchBytes bytes.
+func trainRemote(ctx context.Context, e *env, c *control.Client, user string, sources []source, recursive bool, batchSize int) (*tally, error) {
+	t := &tally{}
+	report := func(path string, err error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.skipped++
+		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in, walkErr := walkSources(ctx, e, sources, recursive, report)
+	bar := newProgress(e.stderr, -1, "training")
+	defer bar.Finish()
+
+	var items []control.Item
+	var paths []string
+	bytes := 0
+	flush := func() error {
+		if len(items) == 0 {
+			return nil
+		}
+		res, err := c.Train(ctx, user, items)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			switch {
+			case r.Error != "":
+				report(paths[i], errors.New(r.Error))
+			case !r.Changed:
+				t.known++
+			case r.Prev != "" && items[i].Class != "":
+				t.relabeled++
+			default:
+				t.learned++
+			}
+		}
+		items, paths, bytes = items[:0], paths[:0], 0
+		return nil
+	}
+	var err error
+	for it := range in {
+		t.seen++
+		bar.Add(1)
+		if len(items) > 0 && bytes+len(it.msg.Raw) > maxBatchBytes {
+			if err = flush(); err != nil {
+				break
+			}
+		}
+		items = append(items, control.Item{Class: it.src.class, Message: it.msg.Raw})
+		paths = append(paths, it.msg.Path)
+		bytes += len(it.msg.Raw)
+		if len(items) >= batchSize {
+			if err = flush(); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = flush()
+	}
+	cancel()
+	if werr := walkErr(); err == nil && werr != nil && !errors.Is(werr, context.Canceled) {
+		err = werr
+	}
+	return t, err
+}
+
+func remoteClassify(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var rf modelFlags
+	rf.register(fs, true)
+	asJSON := fs.Bool("json", false, "print one JSON object per message")
+	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side")
+	top := fs.Int("top", 10, "features listed toward each side with -v")
+	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
+	}
+	if err := checkRemote(&rf); err != nil {
+		return err
+	}
+	explain := 0
+	if *verbose {
+		explain = max(1, *top)
+	}
+	var sources []source
+	for _, p := range fs.Args() {
+		sources = append(sources, source{path: p})
+	}
+	in, walkErr := walkSources(ctx, e, sources, *recursive, func(path string, err error) {
+		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
+	})
+	type answer struct {
+		path string
+		v    control.Verdict
+		err  error
+	}
+	failed := 0
+	// Requests run side by side; answers are printed in order.
+	err := parallel.Map(ctx, rf.workers, in, func(it item) answer {
+		v, err := c.Classify(ctx, rf.user, it.msg.Raw, explain)
+		return answer{it.msg.Path, v, err}
+	}, func(a answer) error {
+		cl := classification{Path: a.path}
+		var ae *control.Error
+		switch {
+		case errors.As(a.err, &ae) && ae.Status < 500:
+			failed++
+			fmt.Fprintf(e.stderr, "%s: %s\n", a.path, ae.Message)
+			if !*asJSON {
+				return nil
+			}
+			cl.Error = ae.Message
+			return writeJSON(e.stdout, cl)
+		case a.err != nil:
+			return fmt.Errorf("%s: %w", a.path, a.err)
+		}
+		v := a.v
+		cl.Verdict, cl.Probability, cl.Score, cl.Used = v.Verdict, v.Probability, v.Score, v.Used
+		cl.TrainedAs, cl.Problems = v.TrainedAs, v.Problems
+		if explain > 0 {
+			cl.TowardSpam = remoteWeights(v.Toward[filter.Spam])
+			cl.TowardHam = remoteWeights(v.Toward[filter.Ham])
+		}
+		if *asJSON {
+			return writeJSON(e.stdout, cl)
+		}
+		writeText(e.stdout, cl)
+		return nil
+	})
+	if werr := walkErr(); err == nil {
+		err = werr
+	}
+	if err == nil && failed > 0 {
+		err = fmt.Errorf("%d messages could not be classified (see errors above)", failed)
+	}
+	return err
+}
+
+func remoteWeights(ws []control.Weight) []weight {
+	out := make([]weight, len(ws))
+	for i, w := range ws {
+		out[i] = weight{Token: w.Token, Count: w.Count, Weight: w.Weight}
+	}
+	return out
+}
+
+func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var rf modelFlags
+	rf.register(fs, false)
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := checkRemote(&rf); err != nil {
+		return err
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	out := storeStats{LSMBytes: st.LSMBytes, LogBytes: st.LogBytes}
+	for _, u := range st.Users {
+		out.Users = append(out.Users, userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary})
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "user\tclass\tmessages\ttokens\tvocabulary")
+	for _, u := range out.Users {
+		name := u.User
+		if name == "" {
+			name = "(global)"
+		}
+		for _, class := range slices.Sorted(maps.Keys(u.Messages)) {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", name, class, u.Messages[class], u.Tokens[class], u.Vocabulary)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB), served by spamd at %s\n",
+		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), c.Addr())
+	return nil
+}

@@ -1,0 +1,431 @@
+// Package config is spamd's configuration: one TOML document, by default
+// /etc/spamd/config.toml, decoded into Config.
+//
+// Every key has a default (Default), so an empty document, or none at all,
+// is a working configuration. Decode starts from the defaults and
+// overwrites what the document sets; a key the document sets that Config
+// does not know is an error naming the key, as is a value out of range
+// (Validate). The [filter] table is passed through as text, key by key,
+// for the filter's own settings to interpret (see Config.Filter); its keys
+// are checked by whoever applies them.
+//
+// The package knows nothing of the milter, the store or the filter: it
+// only reads, defaults and checks values.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultPath is where spamd and spamtrain look for the configuration
+// when none is named.
+const DefaultPath = "/etc/spamd/config.toml"
+
+// ErrInvalid is wrapped by every error about the content of a document.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Config is the whole configuration of spamd.
+type Config struct {
+	// Store is the model store.
+	Store Store `toml:"store"`
+	// Milter is the mail filter the MTA talks to.
+	Milter Milter `toml:"milter"`
+	// Actions says what the milter does with each verdict.
+	Actions Actions `toml:"actions"`
+	// API is the HTTP control API spamtrain and scripts use.
+	API API `toml:"api"`
+	// Metrics is the Prometheus endpoint.
+	Metrics Metrics `toml:"metrics"`
+	// Log is the daemon's log.
+	Log Log `toml:"log"`
+	// Filter holds the [filter] table: filter settings by the names
+	// `spamtrain settings` lists, each value as text (numbers formatted
+	// as Go does, booleans as true/false). Unset keys keep the filter's
+	// defaults.
+	Filter map[string]string `toml:"-"`
+}
+
+// Store configures the model store.
+type Store struct {
+	// Dir is the directory of the Badger store. Default: the first
+	// directory of $STATE_DIRECTORY (set by systemd's StateDirectory=),
+	// else /var/lib/spamd.
+	Dir string `toml:"dir"`
+	// CacheMB bounds the in-memory cache of token counts, in MiB; 0 turns
+	// it off.
+	CacheMB int `toml:"cache_mb"`
+	// SyncWrites fsyncs every training commit, so that it survives a power
+	// loss, at a large cost in training throughput.
+	SyncWrites bool `toml:"sync_writes"`
+}
+
+// Milter configures the milter.
+type Milter struct {
+	// Listen is where the milter listens: "tcp://HOST:PORT" or
+	// "unix:/PATH".
+	Listen string `toml:"listen"`
+	// ReadTimeout is the longest the milter waits for the MTA's next
+	// command before closing the connection.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// WriteTimeout is the longest one reply to the MTA may take, and the
+	// longest classifying one message may take.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// ShutdownTimeout is how long a stopping daemon lets messages in
+	// flight finish before it closes their connections.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// ClassifyBytes is how much of a message, headers included, is
+	// classified; the milter never buffers more.
+	ClassifyBytes int `toml:"classify_bytes"`
+	// MaxSize: a message larger than this many bytes is not classified,
+	// only tagged as skipped. 0 means no limit.
+	MaxSize int64 `toml:"max_size"`
+	// Users says whose model classifies a message: "address" (the
+	// recipient address, lower-cased, as the user name), "localpart" (the
+	// part before '@'), or "global" (always the global model). A
+	// recipient without a trained model of its own gets the global model.
+	Users string `toml:"users"`
+	// SkipAuthenticated leaves mail from SMTP-authenticated senders (the
+	// {auth_authen} macro) unclassified.
+	SkipAuthenticated bool `toml:"skip_authenticated"`
+	// TrustedNetworks lists client networks, in CIDR form, whose mail is
+	// not classified.
+	TrustedNetworks []netip.Prefix `toml:"trusted_networks"`
+	// Explain is how many tokens toward each side X-Spamd-Result lists; 0
+	// lists none.
+	Explain int `toml:"explain"`
+}
+
+// Actions says what the milter does with a verdict. Headers are added to
+// every message that is classified and not rejected.
+type Actions struct {
+	// SubjectTag, when not empty, is put before the Subject of spam.
+	SubjectTag string `toml:"subject_tag"`
+	// QuarantineSpam puts spam on hold (the milter quarantine action;
+	// Postfix's hold queue).
+	QuarantineSpam bool `toml:"quarantine_spam"`
+	// QuarantineUnsure puts unsure messages on hold.
+	QuarantineUnsure bool `toml:"quarantine_unsure"`
+	// Reject rejects spam scoring at least RejectScore.
+	Reject bool `toml:"reject"`
+	// RejectScore is the score (spam log-odds, as in X-Spam-Score) from
+	// which spam is rejected when Reject is set.
+	RejectScore float64 `toml:"reject_score"`
+	// RejectCode is the SMTP reply code of a rejection, 5xx.
+	RejectCode int `toml:"reject_code"`
+	// RejectStatus is the enhanced status code of a rejection, 5.x.x.
+	RejectStatus string `toml:"reject_status"`
+	// RejectText is the text of a rejection, seen by the sender.
+	RejectText string `toml:"reject_text"`
+	// OnError is what happens to a message the milter fails on (an
+	// internal error or a panic): "accept" it unclassified, or "tempfail"
+	// it so the sender retries. Either way it is logged and counted.
+	OnError string `toml:"on_error"`
+}
+
+// API configures the control API.
+type API struct {
+	// Socket is the path of the API's unix socket, created with mode
+	// 0660. Default: $RUNTIME_DIRECTORY/api.sock (systemd's
+	// RuntimeDirectory=), else /run/spamd/api.sock.
+	Socket string `toml:"socket"`
+	// TCP, when set, also serves the API on this loopback HOST:PORT, to
+	// clients presenting the bearer token of TokenFile.
+	TCP string `toml:"tcp"`
+	// TokenFile holds the bearer token for TCP clients (one line, at
+	// least 16 bytes).
+	TokenFile string `toml:"token_file"`
+	// Admins lists unix accounts that may train any user's model over the
+	// socket, besides root and the daemon's own account.
+	Admins []string `toml:"admins"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Listen is the loopback HOST:PORT serving /metrics and /healthz; ""
+	// turns it off.
+	Listen string `toml:"listen"`
+}
+
+// Log configures the daemon's log, written to standard error.
+type Log struct {
+	// Level is the least severe level logged: debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is text (key=value) or json.
+	Format string `toml:"format"`
+}
+
+// Duration is a time.Duration written as "30s", "5m" or "1h30m".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a duration such as "30s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText formats the duration as UnmarshalText reads it.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Default returns the configuration used for keys a document leaves out.
+// getenv reads the environment (os.Getenv in the daemon): systemd's
+// STATE_DIRECTORY and RUNTIME_DIRECTORY choose the store directory and the
+// API socket.
+func Default(getenv func(string) string) Config {
+	dir := "/var/lib/spamd"
+	if s, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); s != "" {
+		dir = s
+	}
+	sock := "/run/spamd/api.sock"
+	if s, _, _ := strings.Cut(getenv("RUNTIME_DIRECTORY"), ":"); s != "" {
+		sock = filepath.Join(s, "api.sock")
+	}
+	return Config{
+		Store: Store{Dir: dir, CacheMB: 32},
+		Milter: Milter{
+			Listen:            "tcp://127.0.0.1:11332",
+			ReadTimeout:       Duration{5 * time.Minute},
+			WriteTimeout:      Duration{30 * time.Second},
+			ShutdownTimeout:   Duration{30 * time.Second},
+			ClassifyBytes:     1 << 20,
+			MaxSize:           10 << 20,
+			Users:             "address",
+			SkipAuthenticated: true,
+			TrustedNetworks:   []netip.Prefix{},
+			Explain:           3,
+		},
+		Actions: Actions{
+			RejectScore:  10,
+			RejectCode:   550,
+			RejectStatus: "5.7.1",
+			RejectText:   "Message rejected as spam",
+			OnError:      "accept",
+		},
+		API:     API{Socket: sock, Admins: []string{}},
+		Metrics: Metrics{Listen: "127.0.0.1:11334"},
+		Log:     Log{Level: "info", Format: "text"},
+		Filter:  map[string]string{},
+	}
+}
+
+// document is what a TOML document decodes into: Config, with the
+// [filter] table still untyped.
+type document struct {
+	Config
+	Filter map[string]any `toml:"filter"`
+}
+
+// Decode reads a TOML document from r on top of base (normally Default)
+// and validates the result. Unknown keys are an error naming them.
+func Decode(r io.Reader, base Config) (Config, error) {
+	doc := document{Config: base}
+	doc.Config.Filter = nil
+	md, err := toml.NewDecoder(r).Decode(&doc)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		keys := make([]string, len(un))
+		for i, k := range un {
+			keys[i] = strconv.Quote(k.String())
+		}
+		return Config{}, fmt.Errorf("%w: unknown key %s", ErrInvalid, strings.Join(keys, ", "))
+	}
+	c := doc.Config
+	c.Filter = make(map[string]string, len(base.Filter)+len(doc.Filter))
+	for k, v := range base.Filter {
+		c.Filter[k] = v
+	}
+	for k, v := range doc.Filter {
+		s, err := scalar(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: filter.%s: %v", ErrInvalid, k, err)
+		}
+		c.Filter[k] = s
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// scalar formats a TOML value of the [filter] table as text.
+func scalar(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64), nil
+	}
+	return "", fmt.Errorf("want a number, a boolean or a string, not %T", v)
+}
+
+// Load reads the document at path on top of base.
+func Load(path string, base Config) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read configuration: %w", err)
+	}
+	c, err := Decode(bytes.NewReader(b), base)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate reports the first value that is out of range, naming its key.
+func (c Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	if c.Store.Dir == "" {
+		return bad("store.dir", "must not be empty")
+	}
+	if c.Store.CacheMB < 0 {
+		return bad("store.cache_mb", "must not be negative")
+	}
+	m := c.Milter
+	if _, _, err := SplitAddr(m.Listen); err != nil {
+		return bad("milter.listen", "%v", err)
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"milter.read_timeout", m.ReadTimeout}, {"milter.write_timeout", m.WriteTimeout}, {"milter.shutdown_timeout", m.ShutdownTimeout}} {
+		if d.d.Duration <= 0 {
+			return bad(d.key, "must be positive, not %v", d.d)
+		}
+	}
+	if m.ClassifyBytes < 1024 {
+		return bad("milter.classify_bytes", "must be at least 1024, not %d", m.ClassifyBytes)
+	}
+	if m.MaxSize < 0 {
+		return bad("milter.max_size", "must not be negative")
+	}
+	if !slices.Contains([]string{"address", "localpart", "global"}, m.Users) {
+		return bad("milter.users", "want address, localpart or global, not %q", m.Users)
+	}
+	if m.Explain < 0 || m.Explain > 10 {
+		return bad("milter.explain", "must be 0 to 10, not %d", m.Explain)
+	}
+	a := c.Actions
+	if err := replyText(a.SubjectTag); err != nil {
+		return bad("actions.subject_tag", "%v", err)
+	}
+	if a.RejectCode < 500 || a.RejectCode > 599 {
+		return bad("actions.reject_code", "must be 5xx, not %d", a.RejectCode)
+	}
+	if err := enhancedStatus(a.RejectStatus, '5'); err != nil {
+		return bad("actions.reject_status", "%v", err)
+	}
+	if err := replyText(a.RejectText); err != nil || a.RejectText == "" {
+		return bad("actions.reject_text", "want printable ASCII without %%, not %q", a.RejectText)
+	}
+	if a.OnError != "accept" && a.OnError != "tempfail" {
+		return bad("actions.on_error", "want accept or tempfail, not %q", a.OnError)
+	}
+	if c.API.Socket == "" {
+		return bad("api.socket", "must not be empty")
+	}
+	if c.API.TCP != "" {
+		if err := loopback(c.API.TCP); err != nil {
+			return bad("api.tcp", "%v", err)
+		}
+		if c.API.TokenFile == "" {
+			return bad("api.token_file", "api.tcp needs a token file")
+		}
+	}
+	if c.Metrics.Listen != "" {
+		if err := loopback(c.Metrics.Listen); err != nil {
+			return bad("metrics.listen", "%v", err)
+		}
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		return bad("log.level", "want debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return bad("log.format", "want text or json, not %q", c.Log.Format)
+	}
+	return nil
+}
+
+// SplitAddr splits a listening address, "tcp://HOST:PORT" or "unix:/PATH",
+// into the network and address net.Listen takes.
+func SplitAddr(addr string) (network, address string, err error) {
+	switch {
+	case strings.HasPrefix(addr, "tcp://"):
+		hp := strings.TrimPrefix(addr, "tcp://")
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return "", "", fmt.Errorf("%q: %v", addr, err)
+		}
+		return "tcp", hp, nil
+	case strings.HasPrefix(addr, "unix:"):
+		p := strings.TrimPrefix(addr, "unix:")
+		if !filepath.IsAbs(p) {
+			return "", "", fmt.Errorf("%q: the socket path must be absolute", addr)
+		}
+		return "unix", p, nil
+	}
+	return "", "", fmt.Errorf("%q: want tcp://HOST:PORT or unix:/PATH", addr)
+}
+
+// loopback checks that hostport names a loopback address.
+func loopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("%q: %v", hostport, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", hostport)
+	}
+	return nil
+}
+
+// enhancedStatus checks an RFC 3463 status code of the given class.
+func enhancedStatus(s string, class byte) error {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || len(s) == 0 || s[0] != class {
+		return fmt.Errorf("want %c.x.y, not %q", class, s)
+	}
+	for _, p := range parts[1:] {
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 999 || len(p) > 3 {
+			return fmt.Errorf("want %c.x.y, not %q", class, s)
+		}
+	}
+	return nil
+}
+
+// replyText checks text that goes into an SMTP reply or a header: printable
+// ASCII, and no '%', which Sendmail would take for a format directive.
+func replyText(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' || s[i] == '%' {
+			return fmt.Errorf("byte %q not allowed (printable ASCII without %%)", s[i])
+		}
+	}
+	return nil
+}

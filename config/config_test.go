@@ -1,0 +1,265 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net/netip"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spamd/spamd/filter"
+)
+
+// noEnv is an environment with nothing set.
+func noEnv(string) string { return "" }
+
+const shipped = "../config.toml"
+
+func TestShippedFileIsTheDefaults(t *testing.T) {
+	c, err := Load(shipped, Default(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Default(noEnv); !reflect.DeepEqual(c, want) {
+		t.Errorf("the shipped config.toml differs from the defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// sections reads the shipped file as section → lines.
+func sections(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]string{}
+	cur := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "[") {
+			cur = strings.Trim(line, "[]")
+			continue
+		}
+		out[cur] = append(out[cur], line)
+	}
+	return out
+}
+
+// hasKey reports whether lines set key, commented out or not.
+func hasKey(lines []string, key string) (string, bool) {
+	for _, l := range lines {
+		l = strings.TrimPrefix(l, "# ")
+		if k, v, ok := strings.Cut(l, " = "); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func TestShippedFileDocumentsEveryKey(t *testing.T) {
+	secs := sections(t)
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		sf := ct.Field(i)
+		sec := sf.Tag.Get("toml")
+		if sec == "-" {
+			continue
+		}
+		for j := range sf.Type.NumField() {
+			key := sf.Type.Field(j).Tag.Get("toml")
+			t.Run(sec+"."+key, func(t *testing.T) {
+				if _, ok := hasKey(secs[sec], key); !ok {
+					t.Errorf("config.toml does not document %s.%s", sec, key)
+				}
+			})
+		}
+	}
+}
+
+// TestShippedFilterTable checks that [filter] lists every filter setting
+// with its description and default, and that each line, uncommented, is
+// accepted.
+func TestShippedFilterTable(t *testing.T) {
+	lines := sections(t)["filter"]
+	def := filter.DefaultConfig()
+	for _, k := range filter.Keys() {
+		t.Run(k, func(t *testing.T) {
+			v, ok := hasKey(lines, k)
+			if !ok {
+				t.Fatalf("[filter] does not list %s", k)
+			}
+			doc := strings.Join(lines, "\n")
+			if !strings.Contains(doc, "# "+filter.Doc(k)+"\n# "+k+" = ") {
+				t.Errorf("[filter] %s is not preceded by its description %q", k, filter.Doc(k))
+			}
+			c, err := Decode(strings.NewReader("[filter]\n"+k+" = "+v+"\n"), Default(noEnv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := def.Get(k)
+			if c.Filter[k] != want {
+				t.Errorf("config.toml shows %s = %s, the default is %s", k, c.Filter[k], want)
+			}
+			fc := filter.DefaultConfig()
+			if err := fc.Set(k, c.Filter[k]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestDefaultFromEnvironment(t *testing.T) {
+	env := map[string]string{"STATE_DIRECTORY": "/var/lib/spamd2:/other", "RUNTIME_DIRECTORY": "/run/spamd2"}
+	c := Default(func(k string) string { return env[k] })
+	if c.Store.Dir != "/var/lib/spamd2" || c.API.Socket != "/run/spamd2/api.sock" {
+		t.Errorf("got store %q, socket %q", c.Store.Dir, c.API.Socket)
+	}
+	c = Default(noEnv)
+	if c.Store.Dir != "/var/lib/spamd" || c.API.Socket != "/run/spamd/api.sock" {
+		t.Errorf("got store %q, socket %q", c.Store.Dir, c.API.Socket)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	c, err := Decode(strings.NewReader(`
+[milter]
+listen = "unix:/run/spamd/milter.sock"
+read_timeout = "90s"
+trusted_networks = ["192.0.2.0/24", "::1/128"]
+[actions]
+reject = true
+reject_code = 554
+[filter]
+alpha = 0.5
+stem = false
+counts = "boolean"
+top = 20
+`), Default(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Milter.Listen != "unix:/run/spamd/milter.sock" || c.Milter.ReadTimeout.Duration != 90*time.Second {
+		t.Errorf("milter: %+v", c.Milter)
+	}
+	if want := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("::1/128")}; !reflect.DeepEqual(c.Milter.TrustedNetworks, want) {
+		t.Errorf("trusted networks %v, want %v", c.Milter.TrustedNetworks, want)
+	}
+	if !c.Actions.Reject || c.Actions.RejectCode != 554 || c.Actions.RejectText != "Message rejected as spam" {
+		t.Errorf("actions: %+v", c.Actions)
+	}
+	want := map[string]string{"alpha": "0.5", "stem": "false", "counts": "boolean", "top": "20"}
+	if !reflect.DeepEqual(c.Filter, want) {
+		t.Errorf("filter %v, want %v", c.Filter, want)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name, doc, want string
+	}{
+		{"unknown section", "[milterr]\nlisten = \"x\"", `unknown key "milterr"`},
+		{"unknown key", "[milter]\nlisten_addr = \"tcp://127.0.0.1:1\"", `unknown key "milter.listen_addr"`},
+		{"unknown top key", "verbose = true", `unknown key "verbose"`},
+		{"bad listen", "[milter]\nlisten = \"127.0.0.1:11332\"", "milter.listen"},
+		{"relative socket", "[milter]\nlisten = \"unix:milter.sock\"", "milter.listen"},
+		{"bad duration", "[milter]\nread_timeout = \"soon\"", "read_timeout"},
+		{"zero timeout", "[milter]\nwrite_timeout = \"0s\"", "milter.write_timeout"},
+		{"bad network", "[milter]\ntrusted_networks = [\"10.0.0.1\"]", "trusted_networks"},
+		{"small prefix", "[milter]\nclassify_bytes = 10", "milter.classify_bytes"},
+		{"bad users", "[milter]\nusers = \"recipient\"", "milter.users"},
+		{"bad reject code", "[actions]\nreject_code = 450", "actions.reject_code"},
+		{"bad status", "[actions]\nreject_status = \"4.7.1\"", "actions.reject_status"},
+		{"bad text", "[actions]\nreject_text = \"100% spam\"", "actions.reject_text"},
+		{"bad on_error", "[actions]\non_error = \"discard\"", "actions.on_error"},
+		{"tcp without token", "[api]\ntcp = \"127.0.0.1:11333\"", "api.token_file"},
+		{"tcp not loopback", "[api]\ntcp = \"0.0.0.0:11333\"\ntoken_file = \"/etc/spamd/token\"", "api.tcp"},
+		{"metrics not loopback", "[metrics]\nlisten = \"192.0.2.1:9000\"", "metrics.listen"},
+		{"bad level", "[log]\nlevel = \"verbose\"", "log.level"},
+		{"filter table value", "[filter]\nalpha = [1, 2]", "filter.alpha"},
+		{"wrong type", "[store]\ncache_mb = \"big\"", "cache_mb"},
+		{"not toml", "[store\n", "invalid configuration"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(strings.NewReader(tt.doc), Default(noEnv))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not wrap ErrInvalid and name %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplitAddr(t *testing.T) {
+	for _, tt := range []struct {
+		in, network, address string
+		ok                   bool
+	}{
+		{"tcp://127.0.0.1:11332", "tcp", "127.0.0.1:11332", true},
+		{"tcp://[::1]:11332", "tcp", "[::1]:11332", true},
+		{"unix:/run/spamd/milter.sock", "unix", "/run/spamd/milter.sock", true},
+		{"inet:127.0.0.1:11332", "", "", false},
+		{"tcp://localhost", "", "", false},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			n, a, err := SplitAddr(tt.in)
+			if (err == nil) != tt.ok || n != tt.network || a != tt.address {
+				t.Errorf("SplitAddr(%q) = %q, %q, %v", tt.in, n, a, err)
+			}
+		})
+	}
+}
+
+// FuzzDecode feeds arbitrary documents to Decode: it must not panic, and
+// what it accepts must be valid.
+func FuzzDecode(f *testing.F) {
+	b, err := os.ReadFile(shipped)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte("[milter]\nlisten = \"unix:/x\"\ntrusted_networks = [\"::/0\"]\n[filter]\nalpha = 2\n"))
+	f.Add([]byte("[actions]\nreject = true\nreject_score = -1e300\n"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := Decode(bytes.NewReader(doc), Default(noEnv))
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Decode accepted an invalid configuration: %v", err)
+		}
+	})
+}
+
+// FuzzSplitAddr checks that SplitAddr never panics and that what it
+// accepts is a network net.Listen knows with an address in its form.
+func FuzzSplitAddr(f *testing.F) {
+	for _, s := range []string{"tcp://127.0.0.1:11332", "tcp://[::1]:1", "unix:/run/spamd/milter.sock", "unix:x", "inet:1@h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		network, address, err := SplitAddr(addr)
+		if err != nil {
+			return
+		}
+		switch network {
+		case "tcp":
+			if addr != "tcp://"+address {
+				t.Fatalf("%q split into %q", addr, address)
+			}
+		case "unix":
+			if addr != "unix:"+address || !strings.HasPrefix(address, "/") {
+				t.Fatalf("%q split into %q", addr, address)
+			}
+		default:
+			t.Fatalf("%q gave network %q", addr, network)
+		}
+	})
+}

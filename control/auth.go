@@ -1,0 +1,116 @@
+package control
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// peer is who is at the other end of a connection.
+type peer struct {
+	// unix is set for a unix-socket peer, whose uid the kernel vouched
+	// for; err says why its credentials could not be read.
+	unix bool
+	uid  int
+	err  error
+}
+
+type peerKey struct{}
+
+// ConnContext records the kernel's credentials of a unix-socket peer
+// (SO_PEERCRED) in the context of the connection's requests. Give it to
+// http.Server.ConnContext.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return context.WithValue(ctx, peerKey{}, peer{})
+	}
+	p := peer{unix: true, uid: -1}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		p.err = err
+		return context.WithValue(ctx, peerKey{}, p)
+	}
+	cerr := raw.Control(func(fd uintptr) {
+		var cred *unix.Ucred
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err == nil {
+			p.uid = int(cred.Uid)
+		}
+	})
+	p.err = errors.Join(cerr, err)
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func peerOf(ctx context.Context) peer {
+	p, _ := ctx.Value(peerKey{}).(peer)
+	return p
+}
+
+// Errors of authorization.
+var (
+	errNoToken   = errors.New("this API needs Authorization: Bearer TOKEN")
+	errBadToken  = errors.New("wrong bearer token")
+	errForbidden = errors.New("not allowed")
+)
+
+// authenticate checks a TCP request's bearer token; unix-socket requests
+// pass (the socket's mode restricts who connects).
+func (s *Server) authenticate(r *http.Request) error {
+	if peerOf(r.Context()).unix {
+		return nil
+	}
+	if s.Token == "" {
+		return errBadToken
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return errNoToken
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
+		return errBadToken
+	}
+	return nil
+}
+
+// mayTrain reports whether the request's peer may train user's model:
+// a TCP client with the token (checked by authenticate), root, the
+// daemon's own uid, an admin account, or the account named like user.
+func (s *Server) mayTrain(r *http.Request, user string) error {
+	p := peerOf(r.Context())
+	if !p.unix {
+		return nil
+	}
+	if p.err != nil {
+		return fmt.Errorf("%w: peer credentials unknown: %v", errForbidden, p.err)
+	}
+	if p.uid == 0 || p.uid == s.uid {
+		return nil
+	}
+	account := lookupUID(p.uid)
+	if account != "" && (slices.Contains(s.Admins, account) || account == user) {
+		return nil
+	}
+	if user == "" {
+		return fmt.Errorf("%w: uid %d (%s) may not train the global model", errForbidden, p.uid, account)
+	}
+	return fmt.Errorf("%w: uid %d (%s) may train only the model named like its account, not %q", errForbidden, p.uid, account, user)
+}
+
+// lookupUID names the account of uid, "" if it has none.
+func lookupUID(uid int) string {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return ""
+	}
+	return u.Username
+}

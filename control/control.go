@@ -1,0 +1,135 @@
+// Package control is spamd's control API: HTTP with JSON answers, served
+// by the daemon on a unix socket (and optionally on loopback TCP), and the
+// client spamtrain uses to reach it. Badger admits one process per store,
+// so while the daemon runs every other program trains and classifies
+// through here.
+//
+// # Endpoints
+//
+//	GET  /healthz                          {"status":"ok"}, or 503 if the store cannot be read
+//	GET  /v1/stats                         Stats: messages and tokens per user and class
+//	POST /v1/classify?user=U&explain=N     the message as the body → Verdict
+//	POST /v1/learn?user=U&class=C          the message as the body → TrainResult
+//	POST /v1/forget?user=U                 the message as the body → TrainResult
+//	POST /v1/train?user=U                  TrainRequest (a batch, JSON) → TrainResponse
+//
+// user defaults to the global model (""); class is any class the filter
+// is configured with. Errors are {"error": "…"} with a 4xx or 5xx status.
+// For example:
+//
+//	curl --unix-socket /run/spamd/api.sock --data-binary @msg.eml \
+//	    'http://spamd/v1/learn?user=bob@example.org&class=spam'
+//
+// # Authorization
+//
+// Training (learn, forget, train) changes a model, so it is authorized
+// per user. On the unix socket, which the daemon creates with mode 0660,
+// the kernel names the peer (SO_PEERCRED): root, the daemon's own uid and
+// the accounts listed as admins may train any model, the global one
+// included; any other uid only the model of the user named exactly like
+// its unix account. Over TCP every request but /healthz must carry
+// "Authorization: Bearer TOKEN", compared in constant time; the token
+// holder may train any model. Classifying and statistics need no more
+// than a connection to the socket. User names must pass store.ValidUser.
+//
+// # Limits
+//
+// A message may be up to MaxMessage bytes, a training batch up to
+// MaxBatch bytes of JSON; larger requests get 413.
+package control
+
+// Request limits.
+const (
+	// MaxMessage is the largest message accepted, in bytes.
+	MaxMessage = 64 << 20
+	// MaxBatch is the largest training request accepted, in bytes.
+	MaxBatch = 256 << 20
+)
+
+// Verdict is the answer to a classification.
+type Verdict struct {
+	// Verdict is the label: ham, unsure or spam.
+	Verdict string `json:"verdict"`
+	// Class is the class decided on; for an unsure message, the better
+	// guess.
+	Class string `json:"class"`
+	// Probability is the spam probability.
+	Probability float64 `json:"probability"`
+	// Score is the spam log-odds.
+	Score float64 `json:"score"`
+	// Used is the number of the message's features that were scored.
+	Used int `json:"used"`
+	// Digest is the hex digest identifying the message.
+	Digest string `json:"digest"`
+	// TrainedAs is the class the message is already trained as, if any.
+	TrainedAs string `json:"trained_as,omitempty"`
+	// Toward lists, by class, the features that pushed hardest toward it;
+	// only when asked for with explain.
+	Toward map[string][]Weight `json:"toward,omitempty"`
+	// Problems lists non-fatal trouble met while parsing.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Weight is one feature's share of a score.
+type Weight struct {
+	Token  string  `json:"token"`
+	Count  float64 `json:"count"`
+	Weight float64 `json:"weight"`
+}
+
+// Item is one message of a training batch.
+type Item struct {
+	// Class is the class to train the message as; "" forgets it.
+	Class string `json:"class"`
+	// Message is the raw message (base64 in JSON).
+	Message []byte `json:"message"`
+}
+
+// TrainRequest is a batch of messages to train for one user.
+type TrainRequest struct {
+	Items []Item `json:"items"`
+}
+
+// TrainResult says what training one message did.
+type TrainResult struct {
+	// Digest is the hex digest identifying the message.
+	Digest string `json:"digest,omitempty"`
+	// Prev is the class the message was trained as before, "" if none.
+	Prev string `json:"prev,omitempty"`
+	// Changed is false when training changed nothing: the message was
+	// already trained as that class, or never trained when forgetting it.
+	Changed bool `json:"changed"`
+	// Error says why this message could not be trained (it is not a
+	// message at all); the other messages of the batch are trained.
+	Error string `json:"error,omitempty"`
+}
+
+// TrainResponse answers a TrainRequest, one result per item, in order.
+type TrainResponse struct {
+	Results []TrainResult `json:"results"`
+}
+
+// Stats describes the store.
+type Stats struct {
+	// Dir is the store's directory, so that a client can tell whether a
+	// store it was given is the daemon's.
+	Dir string `json:"dir,omitempty"`
+	// Users lists every model, the global one ("") included.
+	Users []UserStats `json:"users"`
+	// LSMBytes and LogBytes are the store's size on disk.
+	LSMBytes int64 `json:"lsm_bytes"`
+	LogBytes int64 `json:"vlog_bytes"`
+}
+
+// UserStats describes one user's model.
+type UserStats struct {
+	User       string            `json:"user"`
+	Messages   map[string]uint64 `json:"messages"`
+	Tokens     map[string]uint64 `json:"tokens"`
+	Vocabulary uint64            `json:"vocabulary"`
+}
+
+// errorBody is the JSON body of an error answer.
+type errorBody struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,405 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/tokenize"
+)
+
+func readDir(t *testing.T, dir string) [][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// counter is an Observer that counts.
+type counter struct {
+	mu       sync.Mutex
+	requests map[string]int
+	trained  map[string]int
+}
+
+func (c *counter) Request(endpoint string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests[fmt.Sprintf("%s %d", endpoint, status)]++
+}
+
+func (c *counter) Trained(class string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trained[class]++
+}
+
+// fixture is a server on a unix socket over a memory store, with the
+// sample's spam and ham.
+type fixture struct {
+	f         *filter.Filter
+	sock      string
+	client    *Client
+	obs       *counter
+	spam, ham [][]byte
+}
+
+func newFixture(t *testing.T, o Options) *fixture {
+	t.Helper()
+	f, err := filter.New(store.NewMemory(), filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// Reachable by the unprivileged helper process.
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o755)
+	sock := filepath.Join(dir, "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	obs := &counter{requests: map[string]int{}, trained: map[string]int{}}
+	o.Filter = func() *filter.Filter { return f }
+	o.Observer = obs
+	srv := &http.Server{Handler: NewServer(o).Handler(), ConnContext: ConnContext}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c, err := NewClient("unix:"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{f: f, sock: sock, client: c, obs: obs,
+		spam: readDir(t, "../testdata/sample/spam"), ham: readDir(t, "../testdata/sample/ham")}
+}
+
+// trainAll trains every sample message but the last of each class for
+// user through the client.
+func (fx *fixture) trainAll(t *testing.T, user string) {
+	t.Helper()
+	var items []Item
+	for _, m := range fx.spam[:len(fx.spam)-1] {
+		items = append(items, Item{Class: filter.Spam, Message: m})
+	}
+	for _, m := range fx.ham[:len(fx.ham)-1] {
+		items = append(items, Item{Class: filter.Ham, Message: m})
+	}
+	res, err := fx.client.Train(context.Background(), user, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Changed || r.Error != "" {
+			t.Fatalf("item %d: %+v", i, r)
+		}
+	}
+}
+
+// post sends a raw request over the socket, as curl would, and decodes
+// the JSON answer if there is one.
+func (fx *fixture) post(t *testing.T, path string, body []byte) (int, map[string]any) {
+	t.Helper()
+	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", fx.sock)
+	}}}
+	resp, err := hc.Post("http://spamd"+path, "message/rfc822", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out) // a 404 is not JSON
+	return resp.StatusCode, out
+}
+
+func TestTrainAndClassify(t *testing.T) {
+	fx := newFixture(t, Options{})
+	ctx := context.Background()
+	if err := fx.client.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fx.trainAll(t, "")
+	for _, tt := range []struct {
+		name, verdict string
+		raw           []byte
+	}{{"spam", "spam", fx.spam[len(fx.spam)-1]}, {"ham", "ham", fx.ham[len(fx.ham)-1]}} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := fx.client.Classify(ctx, "", tt.raw, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Verdict != tt.verdict || v.TrainedAs != "" || len(v.Toward[filter.Spam]) != 3 || len(v.Toward[filter.Ham]) != 3 {
+				t.Errorf("verdict %+v, want %s with 3 tokens each way", v, tt.verdict)
+			}
+			if d := tokenize.Digest(tt.raw); v.Digest != hex.EncodeToString(d[:]) {
+				t.Errorf("digest %s, want %x", v.Digest, d)
+			}
+		})
+	}
+	if fx.obs.trained[filter.Spam] != len(fx.spam)-1 || fx.obs.trained[filter.Ham] != len(fx.ham)-1 {
+		t.Errorf("trained counts %v", fx.obs.trained)
+	}
+	st, err := fx.client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Users) != 1 || st.Users[0].User != "" || st.Users[0].Messages[filter.Spam] != uint64(len(fx.spam)-1) {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestLearnForgetEndpoints(t *testing.T) {
+	fx := newFixture(t, Options{})
+	fx.trainAll(t, "")
+	msg := fx.ham[len(fx.ham)-1]
+	for _, tt := range []struct {
+		name, path string
+		status     int
+		want       map[string]any
+	}{
+		{"learn", "/v1/learn?class=spam", 200, map[string]any{"changed": true}},
+		{"learn again", "/v1/learn?class=spam", 200, map[string]any{"changed": false}},
+		{"relabel", "/v1/learn?class=ham", 200, map[string]any{"changed": true, "prev": "spam"}},
+		{"forget", "/v1/forget", 200, map[string]any{"changed": true, "prev": "ham"}},
+		{"forget again", "/v1/forget", 200, map[string]any{"changed": false}},
+		{"learn without class", "/v1/learn", 400, nil},
+		{"unknown class", "/v1/learn?class=phish", 400, nil},
+		{"invalid user", "/v1/learn?class=spam&user=../etc", 400, nil},
+		{"bad explain", "/v1/classify?explain=x", 400, nil},
+		{"unknown endpoint", "/v1/relearn", 404, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := fx.post(t, tt.path, msg)
+			if status != tt.status {
+				t.Fatalf("status %d (%v), want %d", status, out, tt.status)
+			}
+			for k, v := range tt.want {
+				if out[k] != v {
+					t.Errorf("%s = %v, want %v (%v)", k, out[k], v, out)
+				}
+			}
+			if tt.status != 200 && tt.status != 404 && out["error"] == "" {
+				t.Errorf("no error text: %v", out)
+			}
+		})
+	}
+}
+
+func TestTrainBatch(t *testing.T) {
+	fx := newFixture(t, Options{})
+	ctx := context.Background()
+	items := []Item{
+		{Class: filter.Spam, Message: fx.spam[0]},
+		{Class: filter.Ham, Message: []byte("\x00\x01 not a message")},
+		{Class: filter.Ham, Message: fx.ham[0]},
+		{Class: "", Message: fx.ham[1]},
+	}
+	res, err := fx.client.Train(ctx, "bob@example.org", items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Changed || res[1].Error == "" || res[1].Changed || !res[2].Changed || res[3].Changed || res[3].Error != "" {
+		t.Errorf("results %+v", res)
+	}
+	_, err = fx.client.Train(ctx, "bob@example.org", []Item{{Class: filter.Spam, Message: fx.spam[1]}, {Class: "phish", Message: fx.spam[2]}})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		t.Fatalf("unknown class: %v, want a 400", err)
+	}
+	// Nothing of a refused batch was trained.
+	if v, err := fx.client.Classify(ctx, "bob@example.org", fx.spam[1], 0); err != nil || v.TrainedAs != "" {
+		t.Errorf("after a refused batch: %+v, %v", v, err)
+	}
+}
+
+func TestMessageTooLarge(t *testing.T) {
+	fx := newFixture(t, Options{})
+	_, err := fx.client.Classify(context.Background(), "", bytes.Repeat([]byte("a"), MaxMessage+1), 0)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("got %v, want 413", err)
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	f, err := filter.New(store.NewMemory(), filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: NewServer(Options{Filter: func() *filter.Filter { return f }, Token: "s3cret-token-0123456789"}).Handler(), ConnContext: ConnContext}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	ham := readDir(t, "../testdata/sample/ham")[0]
+	for _, tt := range []struct {
+		name, token string
+		status      int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"wrong token", "s3cret-token-0123456780", http.StatusUnauthorized},
+		{"right token", "s3cret-token-0123456789", http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewClient("tcp://"+ln.Addr().String(), tt.token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Health(context.Background()); err != nil {
+				t.Errorf("health needs no token: %v", err)
+			}
+			_, err = c.Train(context.Background(), "", []Item{{Class: filter.Ham, Message: ham}})
+			var e *Error
+			switch {
+			case tt.status == http.StatusOK && err != nil:
+				t.Errorf("train: %v", err)
+			case tt.status != http.StatusOK && (!errors.As(err, &e) || e.Status != tt.status):
+				t.Errorf("train: %v, want %d", err, tt.status)
+			}
+		})
+	}
+}
+
+func TestNewClientAddresses(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"unix:/run/spamd/api.sock", true},
+		{"/run/spamd/api.sock", true},
+		{"tcp://127.0.0.1:11333", true},
+		{"http://[::1]:11333", true},
+		{"unix:api.sock", false},
+		{"127.0.0.1:11333", false},
+		{"tcp://127.0.0.1", false},
+	} {
+		t.Run(tt.addr, func(t *testing.T) {
+			if _, err := NewClient(tt.addr, ""); (err == nil) != tt.ok {
+				t.Errorf("NewClient(%q): %v", tt.addr, err)
+			}
+		})
+	}
+}
+
+// TestPeerCredentials runs requests from an unprivileged process (uid
+// 65534, "nobody"), which the kernel names to the server.
+func TestPeerCredentials(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process as another uid")
+	}
+	nobody := lookupUID(65534)
+	if nobody == "" {
+		t.Skip("no account with uid 65534")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		admins []string
+		user   string
+		status int
+	}{
+		{"own model", nil, nobody, http.StatusOK},
+		{"another user's model", nil, "bob@example.org", http.StatusForbidden},
+		{"the global model", nil, "", http.StatusForbidden},
+		{"admin: another user's model", []string{nobody}, "bob@example.org", http.StatusOK},
+		{"admin: the global model", []string{nobody}, "", http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFixture(t, Options{Admins: tt.admins})
+			// The test binary, where nobody may run it.
+			bin := filepath.Join(filepath.Dir(fx.sock), "control.test")
+			b, err := os.ReadFile(exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(bin, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "-test.run=^TestHelperPeer$")
+			cmd.Env = append(os.Environ(), "CONTROL_HELPER_SOCKET="+fx.sock, "CONTROL_HELPER_USER="+tt.user)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			var got struct{ Train, Classify int }
+			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
+				t.Fatalf("helper said %s", out)
+			}
+			if got.Train != tt.status || got.Classify != http.StatusOK {
+				t.Errorf("train %d, classify %d; want %d, 200", got.Train, got.Classify, tt.status)
+			}
+		})
+	}
+}
+
+func lastLine(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if bytes.HasPrefix(lines[i], []byte("{")) {
+			return lines[i]
+		}
+	}
+	return nil
+}
+
+// TestHelperPeer is the unprivileged side of TestPeerCredentials: it
+// trains and classifies one message and prints the statuses as JSON.
+func TestHelperPeer(t *testing.T) {
+	sock := os.Getenv("CONTROL_HELPER_SOCKET")
+	if sock == "" {
+		t.Skip("run by TestPeerCredentials")
+	}
+	c, err := NewClient(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("From: a@example.org\r\nSubject: hi\r\n\r\nhello there\r\n")
+	status := func(err error) int {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Status
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return http.StatusOK
+	}
+	ctx := context.Background()
+	_, terr := c.Train(ctx, os.Getenv("CONTROL_HELPER_USER"), []Item{{Class: filter.Spam, Message: msg}})
+	_, cerr := c.Classify(ctx, "bob@example.org", msg, 0)
+	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr)})
+	io.WriteString(os.Stdout, "\n")
+}

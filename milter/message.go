@@ -1,0 +1,360 @@
+package milter
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/textproto"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	gomilter "github.com/emersion/go-milter"
+)
+
+// maxRcpts bounds the recipients remembered per message; Postfix allows
+// 1000 by default.
+const maxRcpts = 1000
+
+// maxPooled is the largest message buffer kept for reuse.
+const maxPooled = 4 << 20
+
+// message is the go-milter backend for one message. go-milter makes a new
+// one after each final answer; an aborted message resets it.
+type message struct {
+	c   *conn
+	set *Settings // read when the message starts
+
+	started   bool
+	queueID   string
+	messageID string
+	auth      string
+	rcpts     []string
+
+	buf    *[]byte // headers and body, up to Milter.ClassifyBytes
+	size   int64   // bytes of the whole message
+	inBody bool
+	// spoofs lists the incoming X-Spam*/X-Spamd* fields by name, with how
+	// many of each, to be removed.
+	spoofs  []spoof
+	subject *string // the first Subject field's value
+	// broken says why the message gets the failure action: a callback
+	// panicked.
+	broken string
+}
+
+// spoof counts the incoming fields of one name (compared without case).
+type spoof struct {
+	name string
+	n    int
+}
+
+// begin starts a message at its first event.
+func (m *message) begin() {
+	if m.started {
+		return
+	}
+	m.started = true
+	m.set = m.c.srv.settings.Load()
+	m.buf = m.c.srv.bufs.Get().(*[]byte)
+	m.c.begin()
+}
+
+// finish releases the message after its final answer (or abort).
+func (m *message) finish(aborted bool) {
+	if !m.started {
+		return
+	}
+	if m.buf != nil && cap(*m.buf) <= maxPooled {
+		*m.buf = (*m.buf)[:0]
+		m.c.srv.bufs.Put(m.buf)
+	}
+	*m = message{c: m.c}
+	m.c.end(aborted)
+}
+
+// settings returns the message's settings, or the current ones before it
+// started.
+func (m *message) settings() *Settings {
+	if m.set != nil {
+		return m.set
+	}
+	return m.c.srv.settings.Load()
+}
+
+// macros picks what the message needs from the macros of the last
+// stage: the queue ID ("i") and the SMTP AUTH identity.
+func (m *message) macros(mac map[string]string) {
+	if id := mac["i"]; id != "" {
+		m.queueID = id
+	}
+	if a := mac["{auth_authen}"]; a != "" {
+		m.auth = a
+	}
+}
+
+// attrs are the log attributes identifying the message.
+func (m *message) attrs() []any {
+	a := []any{"conn", m.c.id}
+	if m.queueID != "" {
+		a = append(a, "queue_id", m.queueID)
+	}
+	if m.messageID != "" {
+		a = append(a, "message_id", m.messageID)
+	}
+	if m.c.client.IsValid() {
+		a = append(a, "client", m.c.client.String())
+	}
+	return a
+}
+
+// guard turns a panic at the end of a message into the configured
+// failure answer, logged and counted. go-milter writes the answer; the
+// message ends there.
+func (m *message) guard(resp *gomilter.Response, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	o := failure(m.settings(), fmt.Sprintf("panic at end of message: %v", v))
+	m.c.srv.log.Error("milter: panic; answering with the failure action", append(m.attrs(),
+		"stage", "eom", "panic", v, "action", o.Action.String(), "stack", string(debug.Stack()))...)
+	m.c.srv.obs.Error("panic")
+	m.c.srv.obs.Message("error", o.Action, 0)
+	// Changes held back for the answer are dropped: the failure action
+	// stands alone.
+	m.c.hold, m.c.pending = false, m.c.pending[:0]
+	m.finish(false)
+	*resp, *err = o.response(), nil
+}
+
+// note turns a panic in a callback the MTA expects no answer to into a
+// note: the end of the message then answers with the failure action.
+func (m *message) note(stage string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	m.c.srv.log.Error("milter: panic; the message will get the failure action", append(m.attrs(),
+		"stage", stage, "panic", v, "stack", string(debug.Stack()))...)
+	m.c.srv.obs.Error("panic")
+	reason := fmt.Sprintf("panic in %s: %v", stage, v)
+	if m.started {
+		m.broken = reason
+	} else {
+		m.c.broken = reason
+	}
+}
+
+// failure is the outcome for a message the milter failed on.
+func failure(set *Settings, reason string) Outcome {
+	if set.Actions.OnError == "tempfail" {
+		return tempfail(reason)
+	}
+	return Outcome{Action: Accept, Reason: reason}
+}
+
+// Connect records the SMTP client, shared by the connection's messages.
+func (m *message) Connect(host string, family string, port uint16, addr net.IP, mod *gomilter.Modifier) (gomilter.Response, error) {
+	defer m.note("connect")
+	if a, ok := netip.AddrFromSlice(addr); ok {
+		m.c.client = a.Unmap()
+	}
+	return nil, nil
+}
+
+// Helo is not asked for (OptNoHelo).
+func (m *message) Helo(string, *gomilter.Modifier) (gomilter.Response, error) {
+	return nil, nil
+}
+
+// MailFrom starts a message and notes the SMTP AUTH identity.
+func (m *message) MailFrom(from string, mod *gomilter.Modifier) (gomilter.Response, error) {
+	defer m.note("mail")
+	m.begin()
+	m.macros(mod.Macros)
+	return nil, nil
+}
+
+// RcptTo notes a recipient.
+func (m *message) RcptTo(rcpt string, mod *gomilter.Modifier) (gomilter.Response, error) {
+	defer m.note("rcpt")
+	m.begin()
+	m.macros(mod.Macros)
+	if len(m.rcpts) < maxRcpts {
+		m.rcpts = append(m.rcpts, rcpt)
+	}
+	return nil, nil
+}
+
+// Header buffers one header field, and notes the fields the milter will
+// remove or change.
+func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.Response, error) {
+	defer m.note("header")
+	m.begin()
+	if spoofable(name) {
+		m.noteSpoof(name)
+	}
+	switch {
+	case m.subject == nil && strings.EqualFold(name, "Subject"):
+		m.subject = &value
+	case m.messageID == "" && strings.EqualFold(name, "Message-Id"):
+		m.messageID = strings.TrimSpace(value)
+	}
+	m.size += int64(len(name) + len(value) + 4)
+	if len(*m.buf)+len(name)+len(value)+4 <= m.set.Milter.ClassifyBytes {
+		b := append(*m.buf, name...)
+		b = append(b, ':', ' ')
+		if strings.IndexByte(value, '\n') >= 0 {
+			// Postfix sends folded fields with bare LF.
+			value = strings.ReplaceAll(strings.ReplaceAll(value, "\r\n", "\n"), "\n", "\r\n")
+		}
+		b = append(b, value...)
+		*m.buf = append(b, '\r', '\n')
+	}
+	return nil, nil
+}
+
+func (m *message) noteSpoof(name string) {
+	for i := range m.spoofs {
+		if strings.EqualFold(m.spoofs[i].name, name) {
+			m.spoofs[i].n++
+			return
+		}
+	}
+	m.spoofs = append(m.spoofs, spoof{name: name, n: 1})
+}
+
+// Headers is not asked for (OptNoEOH).
+func (m *message) Headers(textproto.MIMEHeader, *gomilter.Modifier) (gomilter.Response, error) {
+	return nil, nil
+}
+
+// BodyChunk buffers the body up to the classified prefix and counts the
+// rest.
+func (m *message) BodyChunk(chunk []byte, mod *gomilter.Modifier) (gomilter.Response, error) {
+	defer m.note("body")
+	m.begin()
+	limit := m.set.Milter.ClassifyBytes
+	if !m.inBody {
+		m.inBody = true
+		m.size += 2
+		if len(*m.buf)+2 <= limit {
+			*m.buf = append(*m.buf, '\r', '\n')
+		}
+	}
+	m.size += int64(len(chunk))
+	if room := limit - len(*m.buf); room > 0 {
+		*m.buf = append(*m.buf, chunk[:min(room, len(chunk))]...)
+	}
+	return nil, nil
+}
+
+// Body judges the message at its end and answers.
+func (m *message) Body(mod *gomilter.Modifier) (resp gomilter.Response, err error) {
+	defer m.guard(&resp, &err)
+	m.begin()
+	m.macros(mod.Macros)
+	if !m.inBody {
+		// A message with an empty body: the header still ends.
+		*m.buf = append(*m.buf, '\r', '\n')
+		m.size += 2
+	}
+	start := time.Now()
+	d := m.judge()
+	m.c.hold = true
+	err = m.apply(mod, d)
+	m.c.hold = false
+	if err != nil {
+		m.c.srv.log.Warn("milter: could not send changes to the MTA", append(m.attrs(), "err", err)...)
+		m.finish(false)
+		return nil, fmt.Errorf("milter: end of message: %w", err)
+	}
+	elapsed := time.Since(start)
+	m.report(d, elapsed)
+	m.finish(false)
+	return d.outcome.response(), nil
+}
+
+// Abort forgets the message; the connection stays.
+func (m *message) Abort(*gomilter.Modifier) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.c.srv.log.Error("milter: panic in abort", append(m.attrs(), "panic", v, "stack", string(debug.Stack()))...)
+			m.c.srv.obs.Error("panic")
+			err = nil
+		}
+	}()
+	m.finish(true)
+	return nil
+}
+
+// apply sends the changes of decision d to the MTA, in order: the
+// removal of forged fields, the added headers, the subject tag and a
+// quarantine. A rejected or tempfailed message gets none.
+func (m *message) apply(mod *gomilter.Modifier, d decision) error {
+	if d.outcome.Action == Reject || d.outcome.Action == Tempfail {
+		return nil
+	}
+	for _, s := range m.spoofs {
+		// From the last to the first, so that, however an MTA numbers
+		// fields after a removal, each index still names the right one.
+		for i := s.n; i >= 1; i-- {
+			if err := mod.ChangeHeader(i, s.name, ""); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range d.headers {
+		if err := mod.AddHeader(h[0], h[1]); err != nil {
+			return err
+		}
+	}
+	if tag := m.set.Actions.SubjectTag; tag != "" && d.spam {
+		switch {
+		case m.subject == nil:
+			if err := mod.AddHeader("Subject", tag); err != nil {
+				return err
+			}
+		case !strings.HasPrefix(strings.TrimSpace(*m.subject), tag):
+			if err := mod.ChangeHeader(1, "Subject", tag+" "+strings.TrimLeft(*m.subject, " \t")); err != nil {
+				return err
+			}
+		}
+	}
+	if d.outcome.Action == Quarantine {
+		return mod.Quarantine(d.outcome.Reason)
+	}
+	return nil
+}
+
+// report logs the message and tells the observer.
+func (m *message) report(d decision, elapsed time.Duration) {
+	a := m.attrs()
+	switch len(d.users) {
+	case 0:
+	case 1:
+		a = append(a, "user", d.users[0])
+	default:
+		a = append(a, "users", d.users)
+	}
+	a = append(a, "verdict", d.verdict)
+	if d.verdict != Skipped && d.verdict != "error" {
+		a = append(a, "p", d.result.Probability, "score", d.result.Score)
+	}
+	a = append(a, "action", d.outcome.Action.String())
+	if r := d.outcome.Reply(); r != "" {
+		a = append(a, "reply", r)
+	}
+	if d.outcome.Reason != "" {
+		a = append(a, "reason", d.outcome.Reason)
+	}
+	a = append(a, "size", m.size, "elapsed", elapsed)
+	level := slog.LevelInfo
+	if d.verdict == "error" {
+		level = slog.LevelError
+	}
+	m.c.srv.log.Log(m.c.srv.ctx, level, "milter: message", a...)
+	m.c.srv.obs.Message(d.verdict, d.outcome.Action, elapsed)
+}

@@ -1,0 +1,212 @@
+package milter
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ResultHeader is the name of the header carrying a Result.
+const ResultHeader = "X-Spamd-Result"
+
+// ErrBadResult is returned by ParseResult for a header value it cannot
+// read.
+var ErrBadResult = errors.New("malformed X-Spamd-Result")
+
+// The verdicts a Result can carry besides the filter's labels.
+const (
+	// Skipped marks a message the milter did not classify; Result.Reason
+	// says why.
+	Skipped = "skipped"
+)
+
+// Skip reasons.
+const (
+	ReasonAuthenticated = "authenticated"
+	ReasonTrusted       = "trusted"
+	ReasonSize          = "size"
+	ReasonMalformed     = "malformed"
+	ReasonError         = "error"
+)
+
+// maxTokenLen bounds each token listed in the header, in bytes, so the
+// header stays well under the 998-byte line limit.
+const maxTokenLen = 40
+
+// Result is what the X-Spamd-Result header says about a message, for
+// example:
+//
+//	spam; p=0.999998; score=13.12; required=0.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"
+//	skipped; reason=size
+//
+// Fields are separated by "; ". Tokens are Go-quoted ASCII strings
+// separated by spaces. Readers ignore fields they do not know.
+type Result struct {
+	// Verdict is "ham", "unsure", "spam" (the filter's labels) or
+	// "skipped".
+	Verdict string
+	// Reason says why a message was skipped: authenticated, trusted,
+	// size, malformed or error. Empty for a classified message.
+	Reason string
+	// Probability is the spam probability.
+	Probability float64
+	// Score is the spam log-odds, as in X-Spam-Score.
+	Score float64
+	// Required is the score above which a message is spam.
+	Required float64
+	// Signature is the message's digest (tokenize.Digest) as the milter
+	// received it, so that a later report can find it.
+	Signature [32]byte
+	// Spammy and Hammy list the tokens that weighed most toward spam and
+	// toward ham.
+	Spammy, Hammy []string
+}
+
+// String formats r as the value of an X-Spamd-Result header.
+func (r Result) String() string {
+	var b strings.Builder
+	b.WriteString(r.Verdict)
+	if r.Verdict == Skipped {
+		b.WriteString("; reason=")
+		b.WriteString(r.Reason)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "; p=%.6f; score=%.2f; required=%.2f; sig=%x", r.Probability, r.Score, r.Required, r.Signature)
+	for _, side := range []struct {
+		name   string
+		tokens []string
+	}{{"spammy", r.Spammy}, {"hammy", r.Hammy}} {
+		if len(side.tokens) == 0 {
+			continue
+		}
+		b.WriteString("; ")
+		b.WriteString(side.name)
+		b.WriteByte('=')
+		for i, t := range side.tokens {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			if len(t) > maxTokenLen {
+				t = strings.ToValidUTF8(t[:maxTokenLen], "")
+			}
+			b.WriteString(strconv.QuoteToASCII(t))
+		}
+	}
+	return b.String()
+}
+
+// ParseResult reads the value of an X-Spamd-Result header.
+func ParseResult(s string) (Result, error) {
+	var r Result
+	verdict, rest, _ := strings.Cut(s, ";")
+	r.Verdict = strings.TrimSpace(verdict)
+	switch r.Verdict {
+	case "ham", "unsure", "spam", Skipped:
+	default:
+		return Result{}, fmt.Errorf("%w: verdict %q", ErrBadResult, r.Verdict)
+	}
+	var sig, p, score bool
+	for rest = strings.TrimLeft(rest, " \t"); rest != ""; rest = strings.TrimLeft(rest, " \t") {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok || strings.ContainsAny(key, "; \"") {
+			return Result{}, fmt.Errorf("%w: field %q", ErrBadResult, rest)
+		}
+		var value string
+		var tokens []string
+		var err error
+		if strings.HasPrefix(after, `"`) {
+			tokens, rest, err = quotedList(after)
+		} else {
+			value, rest, _ = strings.Cut(after, ";")
+			value = strings.TrimSpace(value)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %s: %v", ErrBadResult, key, err)
+		}
+		switch key {
+		case "reason":
+			r.Reason = value
+		case "p":
+			r.Probability, err = number(value)
+			if err == nil && (r.Probability < 0 || r.Probability > 1) {
+				err = fmt.Errorf("%v is not a probability", r.Probability)
+			}
+			p = true
+		case "score":
+			r.Score, err = number(value)
+			score = true
+		case "required":
+			r.Required, err = number(value)
+		case "sig":
+			var b []byte
+			if b, err = hex.DecodeString(value); err == nil && len(b) != len(r.Signature) {
+				err = fmt.Errorf("%d bytes, want %d", len(b), len(r.Signature))
+			}
+			copy(r.Signature[:], b)
+			sig = true
+		case "spammy":
+			r.Spammy = tokens
+		case "hammy":
+			r.Hammy = tokens
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %s: %v", ErrBadResult, key, err)
+		}
+	}
+	if r.Verdict == Skipped {
+		if r.Reason == "" || strings.ContainsAny(r.Reason, " \t;\"") {
+			return Result{}, fmt.Errorf("%w: skipped without a reason", ErrBadResult)
+		}
+		return Result{Verdict: Skipped, Reason: r.Reason}, nil
+	}
+	if !sig || !p || !score {
+		return Result{}, fmt.Errorf("%w: a verdict needs p, score and sig", ErrBadResult)
+	}
+	r.Reason = ""
+	return r, nil
+}
+
+// number parses a finite float.
+func number(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a finite number", s)
+	}
+	return f, nil
+}
+
+// quotedList reads space-separated Go-quoted strings up to the next ';'
+// or the end, and returns them with what follows the ';'.
+func quotedList(s string) (tokens []string, rest string, err error) {
+	for {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return tokens, "", nil
+		}
+		if s[0] == ';' {
+			return tokens, s[1:], nil
+		}
+		if s[0] != '"' {
+			return nil, "", fmt.Errorf("want a quoted token at %q", s)
+		}
+		end := 1
+		for end < len(s) && s[end] != '"' {
+			if s[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(s) {
+			return nil, "", errors.New("unterminated quoted token")
+		}
+		t, err := strconv.Unquote(s[:end+1])
+		if err != nil {
+			return nil, "", fmt.Errorf("token %s: %v", s[:end+1], err)
+		}
+		tokens = append(tokens, t)
+		s = s[end+1:]
+	}
+}
