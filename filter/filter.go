@@ -335,3 +335,39 @@ func (f *Filter) Learn(ctx context.Context, user string, raw []byte, class strin
 	}
 	return res[0], nil
 }
+
+// Relabel trains raw as class for user because someone reported that it
+// belongs there: the operation every report channel ends in. Like Learn,
+// it untrains the message first if it was trained as another class, and
+// changes nothing if it was trained as class already, all in one atomic
+// store write.
+//
+// sig, unless zero, is the digest the message was classified under when
+// it was delivered (the signature in X-Spamd-Result). When user has a
+// record of sig, that record is relabeled even if the message's own
+// digest now differs, for instance because a subject tag was added on
+// delivery: so a message learned at delivery is found again. Relabel
+// returns the digest it used.
+func (f *Filter) Relabel(ctx context.Context, user string, raw []byte, class string, sig store.Digest) (store.Digest, store.Result, error) {
+	p, err := f.Prepare(raw, false)
+	if err != nil {
+		return store.Digest{}, store.Result{}, err
+	}
+	if sig != (store.Digest{}) && sig != p.Digest {
+		if err := store.ValidUser(user); err != nil {
+			return store.Digest{}, store.Result{}, err
+		}
+		prev, err := f.st.Seen(ctx, user, sig)
+		if err != nil {
+			return store.Digest{}, store.Result{}, fmt.Errorf("seen record: %w", err)
+		}
+		if prev != "" {
+			p.Digest = sig
+		}
+	}
+	res, err := f.Train(ctx, user, []Item{{Prepared: p, Class: class}})
+	if err != nil {
+		return store.Digest{}, store.Result{}, err
+	}
+	return p.Digest, res[0], nil
+}
