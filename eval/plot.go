@@ -57,19 +57,22 @@ func PlotROC(dir, title string, rs []Record) error {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.X.Min, p.X.Max = floor, 1
-	p.Y.Min, p.Y.Max = math.Max(0, minY(pts)-0.01), 1
+	// The interesting part of a good filter's curve lies near the top:
+	// start the axis a little below where the curve leaves the floor.
+	p.Y.Min, p.Y.Max = math.Max(0, math.Min(0.9, leftY(pts, floor))-0.02), 1
 	return savePlot(p, dir, "roc")
 }
 
-func minY(pts plotter.XYs) float64 {
-	// The interesting part of the curve starts at its first step off zero.
-	lo := 1.0
+// leftY returns the true positive rate where the curve leaves the FP-rate
+// floor: the highest point drawn at the floor.
+func leftY(pts plotter.XYs, floor float64) float64 {
+	y := 0.0
 	for _, p := range pts {
-		if p.Y > 0 && p.Y < lo {
-			lo = p.Y
+		if p.X <= floor {
+			y = max(y, p.Y)
 		}
 	}
-	return lo
+	return y
 }
 
 // PlotHistogram draws the distribution of scores per class to

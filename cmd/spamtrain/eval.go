@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,7 +119,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	var pts []eval.CurvePoint
 	if *curve != "" {
-		sizes, err := curveSizes(*curve, int(float64(len(corpus.Messages))*o.Split))
+		sizes, err := curveSizes(*curve, int(math.Round(float64(len(corpus.Messages))*o.Split)))
 		if err != nil {
 			return err
 		}
@@ -204,12 +205,18 @@ func printReport(w io.Writer, r *eval.Report) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// row prints a metric and, where the protocol gives one, its spread,
+	// scaled like the value (rates are shown in percent).
 	row := func(name, val, key string) {
 		if iv, ok := r.Spread[key]; ok {
-			if iv.SD > 0 || r.Mode == "cv" {
-				val += fmt.Sprintf("\t(folds: %.4g ± %.2g)", iv.Mean, iv.SD)
+			scale := 1.0
+			if key == "fp_rate" || key == "fn_rate" {
+				scale = 100
+			}
+			if r.Mode == "cv" {
+				val += fmt.Sprintf("\t(folds: %.4g ± %.2g)", scale*iv.Mean, scale*iv.SD)
 			} else {
-				val += fmt.Sprintf("\t(95%%: %.4g – %.4g)", iv.Low, iv.High)
+				val += fmt.Sprintf("\t(95%%: %.4g – %.4g)", scale*iv.Low, scale*iv.High)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", name, val)
