@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -47,6 +48,13 @@ type Config struct {
 	Actions Actions `toml:"actions"`
 	// API is the HTTP control API spamtrain and scripts use.
 	API API `toml:"api"`
+	// Autolearn says which messages the milter trains on by itself.
+	Autolearn Autolearn `toml:"autolearn"`
+	// Reports configures the queue of misclassification reports.
+	Reports Reports `toml:"reports"`
+	// Watch configures the maildir watcher, which reports the messages
+	// users move into and out of their Junk folders.
+	Watch Watch `toml:"watch"`
 	// Metrics is the Prometheus endpoint.
 	Metrics Metrics `toml:"metrics"`
 	// Log is the daemon's log.
@@ -150,6 +158,57 @@ type API struct {
 	// Admins lists unix accounts that may train any user's model over the
 	// socket, besides root and the daemon's own account.
 	Admins []string `toml:"admins"`
+	// Reporters lists unix accounts that may report messages (POST
+	// /v1/report) for any user but the global model, and do nothing else
+	// another account could not: the account a Dovecot IMAPSieve script
+	// runs as, shared by every virtual user.
+	Reporters []string `toml:"reporters"`
+}
+
+// Autolearn configures training on messages the filter is very sure of.
+// Each recipient's model learns the message (the global model when
+// milter.users is "global"), with a seen record like any other training,
+// so that the user's report can reverse it.
+type Autolearn struct {
+	// Enabled turns autolearn on.
+	Enabled bool `toml:"enabled"`
+	// SpamScore: a message every model scored at or above this spam
+	// log-odds is learned as spam.
+	SpamScore float64 `toml:"spam_score"`
+	// HamScore: a message every model scored at or below this spam
+	// log-odds is learned as ham.
+	HamScore float64 `toml:"ham_score"`
+	// MaxRatio keeps a model balanced: a class is not learned while the
+	// model holds more than MaxRatio times as many messages of it as of
+	// the other class (counting one more of each). 0 means no limit.
+	MaxRatio float64 `toml:"max_ratio"`
+}
+
+// Reports configures the queue every report channel (the API, spamtrain
+// report, the maildir watcher) feeds.
+type Reports struct {
+	// Spool is the directory of the durable report queue. Default: the
+	// directory "reports" inside store.dir.
+	Spool string `toml:"spool"`
+	// MaxPending bounds the reports waiting to be applied; past it a
+	// report is refused.
+	MaxPending int `toml:"max_pending"`
+}
+
+// Watch configures the maildir watcher.
+type Watch struct {
+	// Junk is the pattern of the users' Junk folders, with %u standing
+	// for the user name as one whole path element, for example
+	// "/var/mail/%u/Maildir/.Junk". Its parent is the user's maildir,
+	// whose other folders are watched too. "" turns the watcher off.
+	Junk string `toml:"junk"`
+	// Trash names the folders, beside Junk, into which a message moved
+	// out of Junk is not reported as ham.
+	Trash []string `toml:"trash"`
+	// Rescan is how often every watched folder is listed again, for what
+	// events missed: an overflowing event queue, or a file system that
+	// sends none (NFS).
+	Rescan Duration `toml:"rescan"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -217,10 +276,13 @@ func Default(getenv func(string) string) Config {
 			RejectText:   "Message rejected as spam",
 			OnError:      "accept",
 		},
-		API:     API{Socket: sock, Admins: []string{}},
-		Metrics: Metrics{Listen: "127.0.0.1:11334"},
-		Log:     Log{Level: "info", Format: "text"},
-		Filter:  map[string]string{},
+		API:       API{Socket: sock, Admins: []string{}, Reporters: []string{}},
+		Autolearn: Autolearn{SpamScore: 5, HamScore: -5, MaxRatio: 3},
+		Reports:   Reports{MaxPending: 10000},
+		Watch:     Watch{Trash: []string{".Trash"}, Rescan: Duration{time.Minute}},
+		Metrics:   Metrics{Listen: "127.0.0.1:11334"},
+		Log:       Log{Level: "info", Format: "text"},
+		Filter:    map[string]string{},
 	}
 }
 
@@ -355,6 +417,29 @@ func (c Config) Validate() error {
 			return bad("api.token_file", "api.tcp needs a token file")
 		}
 	}
+	if al := c.Autolearn; !(al.SpamScore > al.HamScore) || math.IsInf(al.SpamScore, 0) || math.IsInf(al.HamScore, 0) {
+		return bad("autolearn.spam_score", "must be finite and above autolearn.ham_score (%v ≤ %v)", al.SpamScore, al.HamScore)
+	}
+	if c.Autolearn.MaxRatio != 0 && !(c.Autolearn.MaxRatio >= 1) {
+		return bad("autolearn.max_ratio", "must be 0 (no limit) or at least 1, not %v", c.Autolearn.MaxRatio)
+	}
+	if c.Reports.Spool != "" && !filepath.IsAbs(c.Reports.Spool) {
+		return bad("reports.spool", "must be an absolute path, not %q", c.Reports.Spool)
+	}
+	if c.Reports.MaxPending < 1 {
+		return bad("reports.max_pending", "must be at least 1, not %d", c.Reports.MaxPending)
+	}
+	if err := junkPattern(c.Watch.Junk); err != nil {
+		return bad("watch.junk", "%v", err)
+	}
+	for _, t := range c.Watch.Trash {
+		if t == "" || t == "." || t == ".." || strings.ContainsAny(t, "/\x00") {
+			return bad("watch.trash", "%q is not a folder's directory name", t)
+		}
+	}
+	if c.Watch.Rescan.Duration < time.Second {
+		return bad("watch.rescan", "must be at least 1s, not %v", c.Watch.Rescan)
+	}
 	if c.Metrics.Listen != "" {
 		if err := loopback(c.Metrics.Listen); err != nil {
 			return bad("metrics.listen", "%v", err)
@@ -365,6 +450,34 @@ func (c Config) Validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return bad("log.format", "want text or json, not %q", c.Log.Format)
+	}
+	return nil
+}
+
+// junkPattern checks the pattern of the Junk folders: "" (no watcher),
+// or an absolute, clean path in which %u is one whole element, once,
+// neither the first nor the last.
+func junkPattern(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("%q is not an absolute, clean path", p)
+	}
+	elems := strings.Split(p[1:], "/")
+	n := 0
+	for i, e := range elems {
+		switch {
+		case e == "%u" && (i == 0 || i == len(elems)-1):
+			return fmt.Errorf("%q: %%u must be neither the first element nor the folder itself", p)
+		case e == "%u":
+			n++
+		case strings.Contains(e, "%"):
+			return fmt.Errorf("%q: %%u must be a whole path element, and no other %% is known", p)
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%q: want %%u exactly once, as a whole path element", p)
 	}
 	return nil
 }

@@ -114,3 +114,20 @@ func lookupUID(uid int) string {
 	}
 	return u.Username
 }
+
+// mayReport reports whether the request's peer may report messages for
+// user (never ""): whoever may train user's model, and the accounts
+// listed as reporters.
+func (s *Server) mayReport(r *http.Request, user string) error {
+	err := s.mayTrain(r, user)
+	if err == nil {
+		return nil
+	}
+	p := peerOf(r.Context())
+	if p.unix && p.err == nil {
+		if account := lookupUID(p.uid); account != "" && slices.Contains(s.Reporters, account) {
+			return nil
+		}
+	}
+	return err
+}

@@ -87,7 +87,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return fmt.Errorf("spamd at %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var e errorBody
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
 			e.Error = resp.Status
@@ -141,4 +141,17 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := c.do(ctx, http.MethodGet, "/v1/stats", nil, nil, &s)
 	return s, err
+}
+
+// Report reports that raw belongs to class for user; the daemon queues
+// the report and applies it in the background. source names the channel
+// in the daemon's log ("" for "api").
+func (c *Client) Report(ctx context.Context, user, class, source string, raw []byte) (ReportResponse, error) {
+	var out ReportResponse
+	q := url.Values{"user": {user}, "class": {class}}
+	if source != "" {
+		q.Set("source", source)
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/report", q, bytes.NewReader(raw), &out)
+	return out, err
 }

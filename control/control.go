@@ -12,9 +12,13 @@
 //	POST /v1/learn?user=U&class=C          the message as the body → TrainResult
 //	POST /v1/forget?user=U                 the message as the body → TrainResult
 //	POST /v1/train?user=U                  TrainRequest (a batch, JSON) → TrainResponse
+//	POST /v1/report?user=U&class=C[&source=S]  the message as the body → 202 ReportResponse
 //
 // user defaults to the global model (""); class is any class the filter
-// is configured with. Errors are {"error": "…"} with a 4xx or 5xx status.
+// is configured with. A report says that the message belongs to class
+// for user, who must be named: the daemon queues it durably (package
+// reportq) and answers at once; in the background, the message is then
+// trained as class, relabeled if it was trained as another. Errors are {"error": "…"} with a 4xx or 5xx status.
 // For example:
 //
 //	curl --unix-socket /run/spamd/api.sock --data-binary @msg.eml \
@@ -27,7 +31,10 @@
 // the kernel names the peer (SO_PEERCRED): root, the daemon's own uid and
 // the accounts listed as admins may train any model, the global one
 // included; any other uid only the model of the user named exactly like
-// its unix account. Over TCP every request but /healthz must carry
+// its unix account. Reports are authorized alike, and also from the
+// accounts listed as reporters, for any user but the global model: the
+// one mail account a Dovecot IMAPSieve script runs as for every virtual
+// user, which names the user it reports for. Over TCP every request but /healthz must carry
 // "Authorization: Bearer TOKEN", compared in constant time; the token
 // holder may train any model. Classifying and statistics need no more
 // than a connection to the socket. User names must pass store.ValidUser.
@@ -37,6 +44,8 @@
 // A message may be up to MaxMessage bytes, a training batch up to
 // MaxBatch bytes of JSON; larger requests get 413.
 package control
+
+import "net/http"
 
 // Request limits.
 const (
@@ -104,6 +113,14 @@ type TrainResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// ReportResponse answers a report: it is queued.
+type ReportResponse struct {
+	// ID names the report in the daemon's queue and log.
+	ID string `json:"id"`
+}
+
+func (ReportResponse) status() int { return http.StatusAccepted }
+
 // TrainResponse answers a TrainRequest, one result per item, in order.
 type TrainResponse struct {
 	Results []TrainResult `json:"results"`
@@ -119,6 +136,8 @@ type Stats struct {
 	// LSMBytes and LogBytes are the store's size on disk.
 	LSMBytes int64 `json:"lsm_bytes"`
 	LogBytes int64 `json:"vlog_bytes"`
+	// PendingReports counts the reports queued and not yet applied.
+	PendingReports int `json:"pending_reports"`
 }
 
 // UserStats describes one user's model.

@@ -8,16 +8,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/relabel"
+	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
 )
@@ -325,19 +330,27 @@ func TestPeerCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		name   string
-		admins []string
-		user   string
-		status int
+		name      string
+		admins    []string
+		reporters []string
+		user      string
+		status    int
+		report    int
 	}{
-		{"own model", nil, nobody, http.StatusOK},
-		{"another user's model", nil, "bob@example.org", http.StatusForbidden},
-		{"the global model", nil, "", http.StatusForbidden},
-		{"admin: another user's model", []string{nobody}, "bob@example.org", http.StatusOK},
-		{"admin: the global model", []string{nobody}, "", http.StatusOK},
+		{"own model", nil, nil, nobody, http.StatusOK, http.StatusAccepted},
+		{"another user's model", nil, nil, "bob@example.org", http.StatusForbidden, http.StatusForbidden},
+		{"the global model", nil, nil, "", http.StatusForbidden, http.StatusBadRequest},
+		{"admin: another user's model", []string{nobody}, nil, "bob@example.org", http.StatusOK, http.StatusAccepted},
+		{"admin: the global model", []string{nobody}, nil, "", http.StatusOK, http.StatusBadRequest},
+		{"reporter: reports for another user, trains nothing", nil, []string{nobody}, "bob@example.org", http.StatusForbidden, http.StatusAccepted},
+		{"reporter: never the global model", nil, []string{nobody}, "", http.StatusForbidden, http.StatusBadRequest},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fx := newFixture(t, Options{Admins: tt.admins})
+			q, err := reportq.Open(t.TempDir(), reportq.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue})
 			// The test binary, where nobody may run it.
 			bin := filepath.Join(filepath.Dir(fx.sock), "control.test")
 			b, err := os.ReadFile(exe)
@@ -354,12 +367,15 @@ func TestPeerCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helper: %v\n%s", err, out)
 			}
-			var got struct{ Train, Classify int }
+			var got struct{ Train, Classify, Report int }
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
 			}
-			if got.Train != tt.status || got.Classify != http.StatusOK {
-				t.Errorf("train %d, classify %d; want %d, 200", got.Train, got.Classify, tt.status)
+			if got.Train != tt.status || got.Classify != http.StatusOK || got.Report != tt.report {
+				t.Errorf("train %d, classify %d, report %d; want %d, 200, %d", got.Train, got.Classify, got.Report, tt.status, tt.report)
+			}
+			if want := map[bool]int{true: 1}[tt.report == http.StatusAccepted]; q.Len() != want {
+				t.Errorf("%d reports queued, want %d", q.Len(), want)
 			}
 		})
 	}
@@ -400,6 +416,102 @@ func TestHelperPeer(t *testing.T) {
 	ctx := context.Background()
 	_, terr := c.Train(ctx, os.Getenv("CONTROL_HELPER_USER"), []Item{{Class: filter.Spam, Message: msg}})
 	_, cerr := c.Classify(ctx, "bob@example.org", msg, 0)
-	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr)})
+	_, rerr := c.Report(ctx, os.Getenv("CONTROL_HELPER_USER"), filter.Spam, "", msg)
+	report := http.StatusAccepted // what the client answers nil for
+	if rerr != nil {
+		report = status(rerr)
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "Report": report})
 	io.WriteString(os.Stdout, "\n")
+}
+
+// TestReportEndpoint runs the API's report channel whole: POST
+// /v1/report enqueues into a real spool, applied in the background to
+// the filter.
+func TestReportEndpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	q, err := reportq.Open(t.TempDir(), reportq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixture(t, Options{Enqueue: q.Enqueue})
+	a := &relabel.Applier{Filter: func() *filter.Filter { return fx.f }}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Run(ctx, a.Apply)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	fx.trainAll(t, "")
+	fx.trainAll(t, "bob")
+	counts := func(t *testing.T, user string) map[string]uint64 {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); q.Len() > 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d reports waiting", q.Len())
+			}
+		}
+		tot, err := fx.f.Store().Totals(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for i, c := range tot.Classes {
+			out[c] = tot.Messages[i]
+		}
+		return out
+	}
+	bob := counts(t, "bob")
+	msg := fx.spam[len(fx.spam)-1]
+	for _, tt := range []struct {
+		name, query string
+		status      int
+		spam, ham   uint64
+	}{
+		{"spam once", "user=alice&class=spam", http.StatusAccepted, 1, 0},
+		{"the same report again", "user=alice&class=spam", http.StatusAccepted, 1, 0},
+		{"relabeled ham", "user=alice&class=ham", http.StatusAccepted, 0, 1},
+		{"global model", "class=spam", http.StatusBadRequest, 0, 1},
+		{"climbing user", "user=..%2Fx&class=spam", http.StatusBadRequest, 0, 1},
+		{"slash", "user=a%2Fb&class=spam", http.StatusBadRequest, 0, 1},
+		{"10 kB user", "user=" + strings.Repeat("a", 10<<10) + "&class=spam", http.StatusBadRequest, 0, 1},
+		{"unknown class", "user=alice&class=phish", http.StatusBadRequest, 0, 1},
+		{"no class", "user=alice", http.StatusBadRequest, 0, 1},
+		{"bad source", "user=alice&class=spam&source=a+b", http.StatusBadRequest, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := fx.post(t, "/v1/report?"+tt.query, msg)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %v", status, tt.status, body)
+			}
+			if status == http.StatusAccepted && body["id"] == "" {
+				t.Errorf("no id: %v", body)
+			}
+			got := counts(t, "alice")
+			if got[filter.Spam] != tt.spam || got[filter.Ham] != tt.ham {
+				t.Errorf("alice's model holds %v, want spam %d ham %d", got, tt.spam, tt.ham)
+			}
+			if got := counts(t, "bob"); !maps.Equal(got, bob) {
+				t.Errorf("bob's model changed: %v → %v", bob, got)
+			}
+		})
+	}
+	t.Run("client", func(t *testing.T) {
+		res, err := fx.client.Report(ctx, "alice", filter.Spam, "imapsieve", msg)
+		if err != nil || res.ID == "" {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		if got := counts(t, "alice"); got[filter.Spam] != 1 || got[filter.Ham] != 0 {
+			t.Errorf("alice's model holds %v", got)
+		}
+	})
+	t.Run("no queue", func(t *testing.T) {
+		fx := newFixture(t, Options{})
+		if status, _ := fx.post(t, "/v1/report?user=alice&class=spam", msg); status != http.StatusNotFound {
+			t.Errorf("status %d, want 404", status)
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/nb"
+	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
 )
@@ -54,6 +55,16 @@ type Options struct {
 	Log *slog.Logger
 	// Observer, if not nil, is told about requests and training.
 	Observer Observer
+	// Reporters lists unix accounts that may report messages for any
+	// user but the global model.
+	Reporters []string
+	// Enqueue, if not nil, queues a report for the background to apply
+	// (POST /v1/report) and returns its id; without it the endpoint
+	// answers 404.
+	Enqueue func(ctx context.Context, r reportq.Report) (string, error)
+	// Pending, if not nil, counts the reports queued and not yet
+	// applied, for stats.
+	Pending func() int
 }
 
 // Server serves the control API. It is safe for concurrent use.
@@ -82,6 +93,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/learn", s.endpoint("learn", true, s.learn))
 	mux.Handle("POST /v1/forget", s.endpoint("forget", true, s.forget))
 	mux.Handle("POST /v1/train", s.endpoint("train", true, s.train))
+	mux.Handle("POST /v1/report", s.endpoint("report", true, s.report))
 	return mux
 }
 
@@ -134,6 +146,9 @@ func (s *Server) endpoint(name string, auth bool, h func(w http.ResponseWriter, 
 			}
 			writeJSON(w, status, errorBody{err.Error()})
 			return
+		}
+		if sc, ok := v.(interface{ status() int }); ok {
+			status = sc.status()
 		}
 		writeJSON(w, status, v)
 	})
@@ -197,6 +212,9 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	out := Stats{Dir: s.Dir, Users: []UserStats{}}
 	if s.Size != nil {
 		out.LSMBytes, out.LogBytes = s.Size()
+	}
+	if s.Pending != nil {
+		out.PendingReports = s.Pending()
 	}
 	for _, u := range users {
 		t, err := st.Totals(r.Context(), u)
@@ -387,4 +405,47 @@ func (s *Server) train(w http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	s.Log.Info("control: trained a batch", "user", user, "messages", len(req.Items), "changed", changed, "unparsable", len(req.Items)-len(items))
 	return out, nil
+}
+
+// report queues a report that the body is of class for user.
+func (s *Server) report(w http.ResponseWriter, r *http.Request) (any, error) {
+	if s.Enqueue == nil {
+		return nil, fail(http.StatusNotFound, errors.New("this daemon takes no reports"))
+	}
+	q := r.URL.Query()
+	user, class := q.Get("user"), q.Get("class")
+	if user == "" {
+		return nil, fail(http.StatusBadRequest, errors.New("report needs user=USER: reports train a user's model, never the global one"))
+	}
+	if err := store.ValidUser(user); err != nil {
+		return nil, fail(http.StatusBadRequest, err)
+	}
+	if class == "" {
+		return nil, fail(http.StatusBadRequest, errors.New("report needs class=CLASS"))
+	}
+	if err := checkClass(s.Filter(), class); err != nil {
+		return nil, err
+	}
+	if err := s.mayReport(r, user); err != nil {
+		return nil, fail(http.StatusForbidden, err)
+	}
+	raw, err := readBody(w, r, MaxMessage)
+	if err != nil {
+		return nil, err
+	}
+	source := q.Get("source")
+	if source == "" {
+		source = "api"
+	}
+	id, err := s.Enqueue(r.Context(), reportq.Report{User: user, Class: class, Source: source, Message: raw})
+	switch {
+	case errors.Is(err, reportq.ErrInvalid):
+		return nil, fail(http.StatusBadRequest, err)
+	case errors.Is(err, reportq.ErrFull):
+		return nil, fail(http.StatusServiceUnavailable, err)
+	case err != nil:
+		return nil, err
+	}
+	s.Log.Info("control: report queued", "user", user, "class", class, "source", source, "id", id, "size", len(raw))
+	return ReportResponse{ID: id}, nil
 }

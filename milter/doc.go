@@ -42,7 +42,11 @@
 //
 // # Limits
 //
-// The milter never trains. Header changes use the MTA's header indexes,
+// The milter trains only when Autolearn is enabled: then each
+// recipient's model learns a message every judging model was very sure
+// of, through the filter like any other training, so that the
+// recipient's report can reverse it; X-Spamd-Result then says
+// "learned=CLASS". Header changes use the MTA's header indexes,
 // which count fields case-insensitively per name. The signature is the
 // digest of what was buffered, so for a message longer than
 // ClassifyBytes it is the digest of that prefix. go-milter speaks milter

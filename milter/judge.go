@@ -32,6 +32,8 @@ type decision struct {
 	headers [][2]string
 	// users are the models that classified the message ("" is global).
 	users []string
+	// learned is the class the message was autolearned as, "" if none.
+	learned string
 }
 
 // skip is the decision for a message left unclassified.
@@ -86,6 +88,7 @@ func (m *message) judge() decision {
 	// Each distinct model judges; the least spammy verdict stands, so no
 	// recipient loses mail its own model would have let through.
 	var v filter.Verdict
+	highest := 0.0
 	for i, u := range users {
 		w, err := f.ClassifyPrepared(ctx, u, p, explain)
 		if err != nil {
@@ -94,8 +97,19 @@ func (m *message) judge() decision {
 		if i == 0 || w.Score < v.Score {
 			v = w
 		}
+		if i == 0 || w.Score > highest {
+			highest = w.Score
+		}
 	}
-	return m.decide(f.Config(), v, users)
+	d := m.decide(f.Config(), v, users)
+	if set.Autolearn.Enabled {
+		d.learned = m.autolearn(ctx, f, p, v.Score, highest)
+		if d.learned != "" {
+			d.result.Learned = d.learned
+			d.headers[len(d.headers)-1][1] = d.result.String()
+		}
+	}
+	return d
 }
 
 // decide turns a verdict into an outcome and headers.

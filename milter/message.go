@@ -343,6 +343,9 @@ func (m *message) report(d decision, elapsed time.Duration) {
 	if d.verdict != Skipped && d.verdict != "error" {
 		a = append(a, "p", d.result.Probability, "score", d.result.Score)
 	}
+	if d.learned != "" {
+		a = append(a, "learned", d.learned)
+	}
 	a = append(a, "action", d.outcome.Action.String())
 	if r := d.outcome.Reply(); r != "" {
 		a = append(a, "reply", r)

@@ -1,20 +1,29 @@
 package milter
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/spamd/spamd/store"
 )
 
 // ResultHeader is the name of the header carrying a Result.
 const ResultHeader = "X-Spamd-Result"
 
-// ErrBadResult is returned by ParseResult for a header value it cannot
-// read.
-var ErrBadResult = errors.New("malformed X-Spamd-Result")
+// Errors of reading a Result.
+var (
+	// ErrBadResult is returned by ParseResult for a header value it
+	// cannot read.
+	ErrBadResult = errors.New("malformed X-Spamd-Result")
+	// ErrNoResult is returned by ResultOf for a message without an
+	// X-Spamd-Result field.
+	ErrNoResult = errors.New("no X-Spamd-Result field")
+)
 
 // The verdicts a Result can carry besides the filter's labels.
 const (
@@ -40,6 +49,7 @@ const maxTokenLen = 40
 // example:
 //
 //	spam; p=0.999998; score=13.12; required=0.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"
+//	spam; p=1.000000; score=250.31; required=0.00; sig=4be2f1…; learned=spam
 //	skipped; reason=size
 //
 // Fields are separated by "; ". Tokens are Go-quoted ASCII strings
@@ -60,6 +70,9 @@ type Result struct {
 	// Signature is the message's digest (tokenize.Digest) as the milter
 	// received it, so that a later report can find it.
 	Signature [32]byte
+	// Learned is the class the message was trained as on delivery
+	// (autolearn), "" if it was not.
+	Learned string
 	// Spammy and Hammy list the tokens that weighed most toward spam and
 	// toward ham.
 	Spammy, Hammy []string
@@ -75,6 +88,10 @@ func (r Result) String() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "; p=%.6f; score=%.2f; required=%.2f; sig=%x", r.Probability, r.Score, r.Required, r.Signature)
+	if r.Learned != "" {
+		b.WriteString("; learned=")
+		b.WriteString(r.Learned)
+	}
 	for _, side := range []struct {
 		name   string
 		tokens []string
@@ -147,6 +164,11 @@ func ParseResult(s string) (Result, error) {
 			}
 			copy(r.Signature[:], b)
 			sig = true
+		case "learned":
+			r.Learned = value
+			if store.ValidClass(value) != nil {
+				err = fmt.Errorf("%q is not a class name", value)
+			}
 		case "spammy":
 			r.Spammy = tokens
 		case "hammy":
@@ -209,4 +231,52 @@ func quotedList(s string) (tokens []string, rest string, err error) {
 		tokens = append(tokens, t)
 		s = s[end+1:]
 	}
+}
+
+// maxHeader bounds how much of a message ResultOf reads looking for the
+// field.
+const maxHeader = 1 << 20
+
+// ResultOf returns what the first X-Spamd-Result field in the header of
+// raw says that ParseResult can read: what the milter decided about the
+// message when it was delivered. Line endings may be CRLF or LF; folded
+// fields are unfolded. It returns ErrNoResult when the header has no such
+// field, and the first field's error when none reads.
+//
+// The milter removes incoming X-Spamd-* fields, so on mail that passed
+// through it the field is its own; on mail that did not, it is whatever
+// the sender wrote.
+func ResultOf(raw []byte) (Result, error) {
+	raw = raw[:min(len(raw), maxHeader)]
+	var first error
+	for len(raw) > 0 {
+		line, rest, _ := bytes.Cut(raw, []byte("\n"))
+		raw = rest
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break // the end of the header
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !strings.EqualFold(string(bytes.TrimRight(name, " \t")), ResultHeader) {
+			continue
+		}
+		v := string(value)
+		// Continuation lines start with white space.
+		for len(raw) > 0 && (raw[0] == ' ' || raw[0] == '\t') {
+			cont, rest, _ := bytes.Cut(raw, []byte("\n"))
+			raw = rest
+			v += " " + string(bytes.TrimSpace(cont))
+		}
+		r, err := ParseResult(strings.TrimSpace(v))
+		if err == nil {
+			return r, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return Result{}, first
+	}
+	return Result{}, ErrNoResult
 }

@@ -29,6 +29,8 @@ type Settings struct {
 	Milter config.Milter
 	// Actions says what to do with each verdict.
 	Actions config.Actions
+	// Autolearn says which messages to train on by themselves.
+	Autolearn config.Autolearn
 }
 
 // Observer is told what the milter does, for metrics. Its methods must be

@@ -15,12 +15,16 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/junkwatch"
 	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/relabel"
+	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
@@ -42,6 +46,11 @@ type daemon struct {
 	ms  *milter.Server
 	api *control.Server
 	met *metrics
+	// reports is the queue of misclassification reports, applied by
+	// applier; watcher, if the configuration names Junk folders, feeds it.
+	reports *reportq.Queue
+	applier *relabel.Applier
+	watcher *junkwatch.Watcher
 }
 
 // configPath returns the configuration file to read, "" for none.
@@ -79,6 +88,9 @@ func load(path string, o options, getenv func(string) string) (config.Config, []
 	}
 	if abs, err := filepath.Abs(cfg.Store.Dir); err == nil {
 		cfg.Store.Dir = abs
+	}
+	if cfg.Reports.Spool == "" {
+		cfg.Reports.Spool = filepath.Join(cfg.Store.Dir, "reports")
 	}
 	if o.milter != "" {
 		cfg.Milter.Listen = o.milter
@@ -147,7 +159,7 @@ func openStore(ctx context.Context, c config.Store, log *slog.Logger) (*badgerst
 		cache = -1
 	}
 	st, err := badgerstore.Open(ctx, c.Dir, badgerstore.Options{Logger: log, CacheBytes: cache, SyncWrites: c.SyncWrites})
-	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
+	if errors.Is(err, badgerstore.ErrLocked) {
 		return nil, fmt.Errorf("store %s is in use by another process (another spamd, or spamtrain): stop it first: %w", c.Dir, err)
 	}
 	return st, err
@@ -187,20 +199,43 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return err
 	}
 	d.met = newMetrics()
-	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions}, logger, d.met)
-	d.met.watch(d.st, d.ms)
+	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn}, logger, d.met)
+	current := func() *filter.Filter { return d.ms.Settings().Filter }
+	d.reports, err = reportq.Open(cfg.Reports.Spool, reportq.Options{MaxReports: cfg.Reports.MaxPending, Log: logger})
+	if err != nil {
+		return fmt.Errorf("%w (give another directory with [reports] spool)", err)
+	}
+	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.met.applied}
+	if cfg.Watch.Junk != "" {
+		pat, err := junkwatch.ParsePattern(cfg.Watch.Junk)
+		if err != nil {
+			return err
+		}
+		d.watcher, err = junkwatch.New(junkwatch.Options{Pattern: pat, Trash: cfg.Watch.Trash, Rescan: cfg.Watch.Rescan.Duration,
+			Log: logger, Report: func(ctx context.Context, r reportq.Report) error {
+				_, err := d.reports.Enqueue(ctx, r)
+				return err
+			}})
+		if err != nil {
+			return err
+		}
+	}
+	d.met.watch(d.st, d.ms, d.reports)
 	token, err := readToken(cfg.API.TokenFile)
 	if err != nil {
 		return err
 	}
 	d.api = control.NewServer(control.Options{
-		Filter:   func() *filter.Filter { return d.ms.Settings().Filter },
-		Size:     d.st.Size,
-		Dir:      cfg.Store.Dir,
-		Admins:   cfg.API.Admins,
-		Token:    token,
-		Log:      logger,
-		Observer: d.met,
+		Filter:    current,
+		Size:      d.st.Size,
+		Dir:       cfg.Store.Dir,
+		Admins:    cfg.API.Admins,
+		Reporters: cfg.API.Reporters,
+		Token:     token,
+		Log:       logger,
+		Observer:  d.met,
+		Enqueue:   d.reports.Enqueue,
+		Pending:   d.reports.Len,
 	})
 	return d.serve(ctx, hup)
 }
@@ -262,7 +297,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		httpd = append(httpd, &httpServer{name: "metrics", ln: ln, h: mux})
 	}
 
-	errc := make(chan error, len(httpd)+1)
+	errc := make(chan error, len(httpd)+3)
 	goSafe(d.log, "milter", errc, func() error { return d.ms.Serve(milterLn) })
 	for _, h := range httpd {
 		h.srv = &http.Server{
@@ -279,9 +314,26 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		})
 	}
 	d.log.Info("spamd: ready", "milter", cfg.Milter.Listen, "api", cfg.API.Socket, "api_tcp", cfg.API.TCP,
-		"metrics", cfg.Metrics.Listen, "store", cfg.Store.Dir, "config", d.path)
+		"metrics", cfg.Metrics.Listen, "store", cfg.Store.Dir, "config", d.path,
+		"reports", cfg.Reports.Spool, "pending_reports", d.reports.Len(), "watch", cfg.Watch.Junk)
 
 	reloadCtx, stopReload := context.WithCancel(ctx)
+	// Reports are applied, and Junk folders watched, until the daemon
+	// stops; a report in the middle of being applied is applied again
+	// after a restart, which changes nothing.
+	var background sync.WaitGroup
+	background.Add(1)
+	goSafe(d.log, "reports", errc, func() error {
+		defer background.Done()
+		return ignoreCanceled(d.reports.Run(reloadCtx, d.applier.Apply))
+	})
+	if d.watcher != nil {
+		background.Add(1)
+		goSafe(d.log, "junkwatch", errc, func() error {
+			defer background.Done()
+			return ignoreCanceled(d.watcher.Run(reloadCtx))
+		})
+	}
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)
@@ -315,6 +367,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	stopReload()
 	<-reloaded
 	<-watchdogDone
+	background.Wait()
 
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Milter.ShutdownTimeout.Duration)
 	defer cancel()
@@ -328,6 +381,14 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	d.log.Info("spamd: stopped")
 	return failure
+}
+
+// ignoreCanceled returns err, or nil if it says the context ended.
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // httpServer is one HTTP listener and what it serves.

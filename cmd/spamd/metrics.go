@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/relabel"
+	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
@@ -24,6 +26,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	trained  *prometheus.CounterVec
 	reloads  *prometheus.CounterVec
+	reports  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -54,8 +57,12 @@ func newMetrics() *metrics {
 			Name: "spamd_config_reloads_total",
 			Help: "Configuration reloads, by result (ok, failed).",
 		}, []string{"result"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spamd_reports_applied_total",
+			Help: "Misclassification reports applied, by source (api, spamtrain, maildir), class and whether they changed the model (changed, unchanged).",
+		}, []string{"source", "class", "result"}),
 	}
-	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads,
+	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads, m.reports,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range []string{"classify", "panic", "timeout", "protocol", "api"} {
 		m.errors.WithLabelValues(k)
@@ -63,14 +70,18 @@ func newMetrics() *metrics {
 	return m
 }
 
-// watch adds the gauges read at each scrape: the milter's connections
-// and the global model's size.
-func (m *metrics) watch(st *badgerstore.Store, ms *milter.Server) {
+// watch adds the gauges read at each scrape: the milter's connections,
+// the reports waiting and the global model's size.
+func (m *metrics) watch(st *badgerstore.Store, ms *milter.Server, q *reportq.Queue) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "spamd_milter_connections",
 			Help: "Open MTA connections.",
 		}, func() float64 { return float64(ms.Connections()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "spamd_reports_pending",
+			Help: "Misclassification reports queued and not yet applied.",
+		}, func() float64 { return float64(q.Len()) }),
 		&modelCollector{st: st},
 	)
 }
@@ -102,6 +113,16 @@ func (m *metrics) Trained(class string) {
 		class = "forgotten"
 	}
 	m.trained.WithLabelValues(class).Inc()
+}
+
+// applied counts an applied report.
+func (m *metrics) applied(o relabel.Outcome) {
+	result := "unchanged"
+	if o.Changed {
+		result = "changed"
+		m.Trained(o.Class)
+	}
+	m.reports.WithLabelValues(o.Source, o.Class, result).Inc()
 }
 
 // modelCollector reports the global model's size and the store's, read

@@ -89,7 +89,7 @@ func (d *daemon) reload(why string) {
 			return
 		}
 	}
-	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions})
+	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn})
 	d.level.Set(logLevel(cfg.Log.Level))
 	for _, c := range restartOnly(d.cfg, cfg) {
 		d.log.Warn("spamd: setting changed, takes effect on restart", "setting", c)
@@ -112,6 +112,8 @@ func restartOnly(a, b config.Config) []string {
 		{"[store]", a.Store, b.Store},
 		{"[api]", a.API, b.API},
 		{"[metrics]", a.Metrics, b.Metrics},
+		{"[reports]", a.Reports, b.Reports},
+		{"[watch]", a.Watch, b.Watch},
 		{"log.format", a.Log.Format, b.Log.Format},
 	} {
 		if !reflect.DeepEqual(c.a, c.b) {

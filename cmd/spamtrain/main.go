@@ -11,6 +11,8 @@
 //	spamtrain compact  --db DIR
 //	spamtrain eval     (--index FILE | --spam PATH... --ham PATH...) [--mode split|cv|online] ...
 //	spamtrain pipe     --db DIR
+//	spamtrain report   --user NAME --spam|--ham [--api ADDR] FILE|-
+//	spamtrain simulate --index FILE [--user NAME=FOLDER,...]... [--lambda L,...] [--plots DIR]
 //	spamtrain settings
 //
 // PATH is a maildir, an mbox file, a single message file, a directory of
@@ -52,6 +54,8 @@ var commands = []command{
 	{"compact", "reclaim disk space of the store", runCompact},
 	{"eval", "measure filter quality on labelled mail", runEval},
 	{"pipe", "train and classify by commands read from standard input", runPipe},
+	{"report", "report a message as spam or ham for a user to the running spamd", runReport},
+	{"simulate", "measure per-user models fed by reports on labelled mail", runSimulate},
 	{"settings", "list the filter settings --set accepts", runSettings},
 }
 

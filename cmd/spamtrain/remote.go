@@ -33,6 +33,7 @@ import (
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore"
 )
 
 // remoteRun runs a command through a daemon's control API.
@@ -61,7 +62,7 @@ var errStoreLocked = errors.New("the store is in use by another process")
 // storeOpenError explains a failure to open the store at dir: when
 // another process holds it, what to do about it.
 func storeOpenError(dir string, err error) error {
-	if !strings.Contains(err.Error(), "Cannot acquire directory lock") {
+	if !errors.Is(err, badgerstore.ErrLocked) {
 		return err
 	}
 	return fmt.Errorf("%w: %s is held by another process, most likely a running spamd. "+

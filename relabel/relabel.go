@@ -1,0 +1,92 @@
+// Package relabel applies misclassification reports to the filter: the
+// one operation every report channel (the control API, spamtrain report,
+// the maildir watcher) ends in.
+//
+// Applying a report finds what the milter decided about the message when
+// it was delivered, from the X-Spamd-Result field it added, and relabels
+// the message for the reporting user with filter.Relabel: the message's
+// seen record is looked up (by the signature in X-Spamd-Result if the
+// user has training under it, as a message autolearned at delivery does,
+// else by the message's digest); if it was trained as another class it
+// is untrained; it is trained as the reported class; and the record is
+// updated, all in one atomic store write. A report of the class the
+// message already has changes nothing, so a report applied twice, or
+// made through two channels, counts once.
+//
+// Reports only ever reach the model of the user they name; the channels
+// decide who may name whom.
+package relabel
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/reportq"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/tokenize"
+)
+
+// Outcome says what applying one report did.
+type Outcome struct {
+	reportq.Report
+	// Digest identifies the message's training.
+	Digest store.Digest
+	// Verdict is what the milter decided on delivery ("ham", "unsure",
+	// "spam"), "" if the message carries no verdict of it.
+	Verdict string
+	// Learned is the class the milter autolearned the message as on
+	// delivery, "" if none.
+	Learned string
+	// Prev is the class the message was trained as before the report,
+	// "" if none.
+	Prev string
+	// Changed is false when the message already had the reported class.
+	Changed bool
+}
+
+// Applier applies reports to the filter it is given at each report, so
+// that a reloaded filter is used from the next report on.
+type Applier struct {
+	// Filter returns the filter to train.
+	Filter func() *filter.Filter
+	// Log receives one line per report applied.
+	Log *slog.Logger
+	// Applied, if not nil, is told about each report applied.
+	Applied func(Outcome)
+}
+
+// Apply applies r. Errors that retrying cannot mend (the message does not
+// parse, the class or user is invalid) wrap reportq.ErrPermanent.
+func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("%w: %w", reportq.ErrPermanent, err)
+	}
+	o := Outcome{Report: r}
+	var sig store.Digest
+	if res, err := milter.ResultOf(r.Message); err == nil && res.Verdict != milter.Skipped {
+		o.Verdict, o.Learned, sig = res.Verdict, res.Learned, res.Signature
+	}
+	d, res, err := a.Filter().Relabel(ctx, r.User, r.Message, r.Class, sig)
+	switch {
+	case errors.Is(err, tokenize.ErrMalformed), errors.Is(err, store.ErrInvalidUser),
+		errors.Is(err, store.ErrInvalidClass), errors.Is(err, filter.ErrUnknownClass):
+		return fmt.Errorf("%w: %w", reportq.ErrPermanent, err)
+	case err != nil:
+		return fmt.Errorf("relabel for %s: %w", r.User, err)
+	}
+	o.Digest, o.Prev, o.Changed = d, res.Prev, res.Changed
+	if a.Log != nil {
+		a.Log.Info("report applied", "user", r.User, "class", r.Class, "source", r.Source,
+			"digest", hex.EncodeToString(d[:8]), "milter_verdict", o.Verdict, "autolearned", o.Learned,
+			"prev", o.Prev, "changed", o.Changed)
+	}
+	if a.Applied != nil {
+		a.Applied(o)
+	}
+	return nil
+}

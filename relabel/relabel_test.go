@@ -1,0 +1,153 @@
+package relabel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/reportq"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/tokenize"
+)
+
+func sample(t *testing.T, class string) [][]byte {
+	t.Helper()
+	dir := filepath.Join("../testdata/sample", class)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// counts returns user's message counts by class.
+func counts(t *testing.T, st store.Store, user string) map[string]uint64 {
+	t.Helper()
+	tot, err := st.Totals(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for i, c := range tot.Classes {
+		if tot.Messages[i] > 0 {
+			out[c] = tot.Messages[i]
+		}
+	}
+	return out
+}
+
+func equal(a, b map[string]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestApply follows one spam the filter missed through reports: to
+// spam, the same again, back to ham; bob's model never changes.
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	f, err := filter.New(st, filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spam, ham := sample(t, "spam"), sample(t, "ham")
+	for _, m := range spam[1:] {
+		f.Learn(ctx, "", m, filter.Spam)
+	}
+	for _, m := range ham {
+		f.Learn(ctx, "", m, filter.Ham)
+		f.Learn(ctx, "bob", m, filter.Ham)
+	}
+	bob := counts(t, st, "bob")
+	// The message as delivered, with what the milter said: ham. (The
+	// sample's mbox "From " line is not part of it.)
+	_, body, _ := bytes.Cut(spam[0], []byte("\n"))
+	spam[0] = body
+	missed := append([]byte(milter.ResultHeader+": "+milter.Result{Verdict: "ham", Probability: 0.2, Score: -1.4,
+		Signature: tokenize.Digest(spam[0])}.String()+"\n"), spam[0]...)
+	var outcomes []Outcome
+	a := &Applier{Filter: func() *filter.Filter { return f }, Applied: func(o Outcome) { outcomes = append(outcomes, o) }}
+	for i, tt := range []struct {
+		name      string
+		class     string
+		prev      string
+		changed   bool
+		messages  map[string]uint64
+		permanent bool
+	}{
+		{name: "moved to Junk", class: filter.Spam, changed: true, messages: map[string]uint64{filter.Spam: 1}},
+		{name: "the same report again", class: filter.Spam, prev: filter.Spam, messages: map[string]uint64{filter.Spam: 1}},
+		{name: "moved back", class: filter.Ham, prev: filter.Spam, changed: true, messages: map[string]uint64{filter.Ham: 1}},
+		{name: "unknown class", class: "phish", permanent: true, messages: map[string]uint64{filter.Ham: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := a.Apply(ctx, reportq.Report{User: "alice", Class: tt.class, Source: "test", Message: missed})
+			if tt.permanent {
+				if !errors.Is(err, reportq.ErrPermanent) {
+					t.Fatalf("got %v, want a permanent error", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := outcomes[len(outcomes)-1]
+				if o.Prev != tt.prev || o.Changed != tt.changed || o.Verdict != "ham" || o.Digest != tokenize.Digest(spam[0]) {
+					t.Errorf("report %d: prev %q changed %v verdict %q digest %x", i, o.Prev, o.Changed, o.Verdict, o.Digest)
+				}
+			}
+			if got := counts(t, st, "alice"); !equal(got, tt.messages) {
+				t.Errorf("alice's messages %v, want %v", got, tt.messages)
+			}
+			if got := counts(t, st, "bob"); !equal(got, bob) {
+				t.Errorf("bob's messages %v, want %v", got, bob)
+			}
+		})
+	}
+	users, _ := st.Users(ctx)
+	if !slices.Equal(users, []string{"", "alice", "bob"}) {
+		t.Errorf("users %q", users)
+	}
+}
+
+func TestApplyRefuses(t *testing.T) {
+	f, err := filter.New(store.NewMemory(), filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{Filter: func() *filter.Filter { return f }}
+	for _, tt := range []struct {
+		name string
+		r    reportq.Report
+	}{
+		{"global model", reportq.Report{User: "", Class: filter.Spam, Message: []byte("Subject: x\n\ny\n")}},
+		{"dot dot", reportq.Report{User: "../x", Class: filter.Spam, Message: []byte("Subject: x\n\ny\n")}},
+		{"not a message", reportq.Report{User: "alice", Class: filter.Spam, Message: []byte{0, 1, 2}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := a.Apply(context.Background(), tt.r); !errors.Is(err, reportq.ErrPermanent) {
+				t.Errorf("got %v, want a permanent error", err)
+			}
+		})
+	}
+}
