@@ -111,7 +111,7 @@ service imap-login {
   }
 }
 service imap {
-  vsz_limit = 1G
+  vsz_limit = 4G
 }
 protocol imap {
   mail_plugins = $mail_plugins imap_sieve
