@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,9 +12,12 @@ import (
 	"github.com/spamd/spamd/store"
 )
 
-// Apply carries out ops for user in order, in one transaction unless it is
-// too big for Badger; then in several, each holding whole ops. On error,
-// the results are those of the ops committed before it.
+// Apply carries out ops for user in order. The ops change an in-memory
+// overlay of the values they touch, and each changed key is written once,
+// when the ops are committed: in one transaction, or, when the changed
+// keys would not fit in one, in several, each holding whole ops. Then the
+// ops of the next transaction are carried out while Badger writes the one
+// before. On error, the results are those of the ops committed before it.
 func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store.Result, error) {
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
@@ -38,36 +42,83 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	b := newBatch(s, user, classes)
-	defer func() { b.txn.Discard() }()
+	b := newBatch(ctx, s, user, classes)
+	defer b.close()
 	results := make([]store.Result, 0, len(ops))
-	// Ops before done are committed; ops from start on are in b.txn.
-	done, start := 0, 0
-	for i := 0; i < len(ops); i++ {
-		if err := ctx.Err(); err != nil {
-			return results[:done], fmt.Errorf("apply op %d: %w", i, err)
+	// Ops before sent are committed, or being committed in the one
+	// transaction in flight; ops from sent to i are in the overlay,
+	// waiting for the next commit. lastChange is the last of those that
+	// changed something, and changes counts them.
+	sent, lastChange, changes := 0, -1, 0
+	// stop waits for the transaction in flight and returns the results
+	// of the ops committed, with the error of that transaction or else
+	// err.
+	stop := func(err error) ([]store.Result, error) {
+		done, werr := b.wait()
+		if werr != nil {
+			err = werr
 		}
-		res, err := b.apply(&ops[i])
+		return results[:done], err
+	}
+	for i := 0; ; {
+		if i < len(ops) {
+			if err := ctx.Err(); err != nil {
+				return stop(fmt.Errorf("apply op %d: %w", i, err))
+			}
+			res, err := b.apply(&ops[i])
+			if err == nil {
+				if res.Changed {
+					lastChange, changes = i, changes+1
+				}
+				results = append(results, res)
+				i++
+				continue
+			}
+			if !errors.Is(err, errFull) {
+				return stop(fmt.Errorf("apply op %d: %w", i, err))
+			}
+			// Op i would not fit: commit the ops before it, then
+			// try it again in a new transaction.
+		}
+		f, err := b.prepare(sent, i)
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			if i == start {
-				return results[:done], fmt.Errorf("apply op %d: %w (%d tokens): %w", i, ErrOpTooLarge, len(ops[i].Bag), err)
+			// Badger counts otherwise than the budget assumed. Take
+			// the ops back out of the overlay and do them again in
+			// smaller transactions; an op alone that is too big
+			// fails.
+			b.rollback()
+			results = results[:sent]
+			if changes <= 1 {
+				return stop(fmt.Errorf("apply op %d: %w (%d tokens): %w", lastChange, ErrOpTooLarge, len(ops[lastChange].Bag), err))
 			}
-			if err := b.recommit(); err != nil {
-				return results[:done], fmt.Errorf("apply ops %d to %d: %w", start, i-1, err)
-			}
-			done, start = i, i
-			i-- // op i again, in the new transaction
+			b.maxCount, b.maxSize = b.maxCount/2, b.maxSize/2
+			i, lastChange, changes = sent, -1, 0
 			continue
 		}
 		if err != nil {
-			return results[:done], fmt.Errorf("apply op %d: %w", i, err)
+			return stop(fmt.Errorf("apply ops %d to %d: %w", sent, i-1, err))
 		}
-		results = append(results, res)
+		switch {
+		case f != nil:
+			// One transaction in flight at a time, so that if one
+			// fails, the ops committed are a prefix of ops.
+			if _, err := b.wait(); err != nil {
+				f.txn.Discard()
+				return stop(err)
+			}
+			b.send(f)
+		case b.inflight != nil:
+			// The ops since changed nothing: they stand or fall
+			// with the transaction before them.
+			b.inflight.end = i
+		default:
+			b.committed = i
+		}
+		sent, lastChange, changes = i, -1, 0
+		if i == len(ops) {
+			return stop(nil)
+		}
 	}
-	if err := b.commit(); err != nil {
-		return results[:done], fmt.Errorf("apply ops %d to %d: %w", start, len(ops)-1, err)
-	}
-	return results, nil
 }
 
 // register adds the classes of ops not registered yet to the meta record,
@@ -98,16 +149,44 @@ func (s *Store) register(ops []store.Op) (*classList, error) {
 	return next, nil
 }
 
-// batch applies the ops of one Apply call. Its overlay holds every value
-// the call has read or changed, so that an op sees the effects of the ops
-// before it, committed or not, without asking Badger again; an undo log
-// takes the op in progress back out of the overlay when Badger refuses it.
+// errFull is returned by batch.apply for an op whose changes would take
+// the keys waiting to be committed past the transaction budget.
+var errFull = errors.New("transaction budget spent")
+
+// defaultTxnShare is the share, in percent, of Badger's limits on a
+// transaction that a commit may fill. The estimate of what the dirty keys
+// take is exact in entries and high in bytes; the margin covers what
+// Badger may count that it does not.
+const defaultTxnShare = 95
+
+// batch applies the ops of one Apply call.
+//
+// Its overlay holds every value the call has read or changed, committed
+// or not, so that an op sees the effects of the ops before it without
+// asking Badger again. An op changes only the overlay and marks the keys
+// it changed dirty; prepare writes each dirty key once, whatever number of
+// ops changed it: a token in 200 messages of a batch is one write, not
+// 200 that Badger would count against the transaction's limits.
+//
+// Before an op changes anything, it checks that the keys it would make
+// dirty fit in what is left of the transaction budget, counted as Badger's
+// Txn.checkSize counts, and returns errFull if not: the ops before it are
+// then committed and it is tried again. Nothing an op does can fail once
+// it started changing the overlay, so an op never needs taking back out;
+// the value each key had when it first became dirty is kept anyway, so
+// that rollback can take out all the ops waiting, should Badger refuse
+// the transaction after all.
 type batch struct {
+	ctx     context.Context
 	s       *Store
 	user    string
 	classes *classList
 	width   int // len(classes.names)
-	txn     *badger.Txn
+
+	// rtxn reads what is not in the overlay. A single snapshot serves
+	// the whole call: only Apply writes, under s.wmu, and what this call
+	// wrote is in the overlay.
+	rtxn *badger.Txn
 
 	// The overlay. Token counts are rows of width counts in one slice; a
 	// token absent from Badger has a row of zeros.
@@ -117,45 +196,78 @@ type batch struct {
 	seen   map[store.Digest]int // class index, -1 for none
 	tot    *totals              // nil until the first op that changes something
 
-	// What was written since the last commit, to rewrite it into a new
-	// transaction when the current one turns out too big.
+	// What changed since the last commit, with the values it had before.
 	dirtyRows []int32
-	rowDirty  []bool // by row
-	dirtySeen map[store.Digest]struct{}
+	rowBase   []uint64 // width per dirty row, in the order of dirtyRows
+	rowDirty  []bool   // by row
+	seenBase  map[store.Digest]int
 	totDirty  bool
+	totBase   totals
 
-	// The op in progress: its rows and bag counts, their values before it
-	// (width each), the rows it changed, and what else it changed.
-	opRows    []int32
-	opN       []uint64
-	opOld     []uint64
-	opChanged []int32
-	opDigest  store.Digest
-	opSeenOld int
-	opTot     totals
+	// The transaction Badger is writing, if any, and the number of ops
+	// committed before it.
+	inflight  *inflight
+	committed int
+
+	// The transaction budget, and what the dirty keys take of it.
+	maxCount, maxSize int64
+	count, size       int64
+	// Upper bounds of the sizes of entries as budget counts them.
+	rowCost, seenCost, totCost int64
+
+	// The op in progress: its rows and bag counts, and their values
+	// before it (width each).
+	opRows []int32
+	opN    []uint64
+	opOld  []uint64
 
 	// Scratch for reading.
 	key     []byte
 	missing []bow.Hash
 	missN   []uint64
 	vals    []store.Counts
-
-	// buf holds the keys and values handed to txn, which keeps references
-	// to them until it ends; it is never reallocated, only replaced.
-	buf []byte
 }
 
-func newBatch(s *Store, user string, classes *classList) *batch {
+func newBatch(ctx context.Context, s *Store, user string, classes *classList) *batch {
+	w := int64(len(classes.names))
+	// Badger's Txn.checkSize counts an entry as its key, its value (both
+	// short of the value threshold here) and 2 bytes of meta, plus 10 for
+	// the version. A uvarint count takes at most MaxVarintLen64 bytes.
+	const overhead, uv = 2 + 10, binary.MaxVarintLen64
+	u := int64(len(user))
 	return &batch{
-		s:         s,
-		user:      user,
-		classes:   classes,
-		width:     len(classes.names),
-		txn:       s.db.NewTransaction(true),
-		rows:      make(map[bow.Hash]int32),
-		seen:      make(map[store.Digest]int),
-		dirtySeen: make(map[store.Digest]struct{}),
+		ctx:      ctx,
+		s:        s,
+		user:     user,
+		classes:  classes,
+		width:    int(w),
+		rows:     make(map[bow.Hash]int32),
+		seen:     make(map[store.Digest]int),
+		seenBase: make(map[store.Digest]int),
+		maxCount: s.db.MaxBatchCount() * s.txnShare / 100,
+		maxSize:  s.db.MaxBatchSize() * s.txnShare / 100,
+		rowCost:  2 + u + 8 + w*uv + overhead,
+		seenCost: 2 + u + int64(len(store.Digest{})) + uv + overhead,
+		totCost:  2 + u + (2+2*w)*uv + overhead,
 	}
+}
+
+func (b *batch) close() {
+	// Apply waits for the transaction in flight before it returns; this
+	// is for a panic.
+	if b.inflight != nil {
+		<-b.inflight.done
+	}
+	if b.rtxn != nil {
+		b.rtxn.Discard()
+	}
+}
+
+func (b *batch) reader() *badger.Txn {
+	if b.rtxn == nil {
+		b.rtxn = b.s.db.NewTransaction(false)
+	}
+	return b.rtxn
 }
 
 func (b *batch) row(r int32) []uint64 {
@@ -163,9 +275,12 @@ func (b *batch) row(r int32) []uint64 {
 	return b.counts[i : i+b.width : i+b.width]
 }
 
-// apply carries out op on the overlay and writes what it changed into the
-// transaction. If Badger refuses the writes, it takes op back out of the
-// overlay and returns badger.ErrTxnTooBig.
+// dirty reports whether anything waits to be committed.
+func (b *batch) dirty() bool { return b.count > 0 }
+
+// apply carries out op on the overlay, or returns errFull without
+// changing anything if what it would change does not fit in the budget
+// next to what waits to be committed.
 func (b *batch) apply(op *store.Op) (store.Result, error) {
 	prev, err := b.seenClass(op.Digest)
 	if err != nil {
@@ -186,7 +301,26 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 	if err := b.begin(op); err != nil {
 		return store.Result{}, err
 	}
+	if !b.fits(op.Digest) {
+		return store.Result{}, errFull
+	}
+
+	// From here on, nothing fails.
 	t := b.tot
+	if !b.totDirty {
+		b.totDirty = true
+		b.totBase.messages = append(b.totBase.messages[:0], t.messages...)
+		b.totBase.tokens = append(b.totBase.tokens[:0], t.tokens...)
+		b.totBase.vocabulary = t.vocabulary
+		b.count++
+		b.size += b.totCost
+	}
+	if _, ok := b.seenBase[op.Digest]; !ok {
+		b.seenBase[op.Digest] = prev
+		b.count++
+		b.size += b.seenCost
+	}
+	b.seen[op.Digest] = next
 	if prev >= 0 {
 		for k, r := range b.opRows {
 			row := b.row(r)
@@ -205,30 +339,46 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		}
 		t.messages[next]++
 	}
-	b.opDigest, b.opSeenOld = op.Digest, prev
-	b.seen[op.Digest] = next
 	for k, r := range b.opRows {
-		was, is := !allZero(b.opOld[k*b.width:(k+1)*b.width]), !allZero(b.row(r))
+		old, row := b.opOld[k*b.width:(k+1)*b.width], b.row(r)
+		was, is := !allZero(old), !allZero(row)
 		switch {
 		case is && !was:
 			t.vocabulary++
 		case was && !is:
 			t.vocabulary = subClamp(t.vocabulary, 1)
 		}
-	}
-	if err := b.write(); err != nil {
-		b.undo()
-		return store.Result{}, err
-	}
-	for _, r := range b.opChanged {
-		if !b.rowDirty[r] {
+		if !b.rowDirty[r] && !slices.Equal(old, row) {
 			b.rowDirty[r] = true
 			b.dirtyRows = append(b.dirtyRows, r)
+			b.rowBase = append(b.rowBase, old...)
+			b.count++
+			b.size += b.rowCost
 		}
 	}
-	b.dirtySeen[op.Digest] = struct{}{}
-	b.totDirty = true
 	return res, nil
+}
+
+// fits reports whether the keys the op in progress, on digest d, may make
+// dirty fit in the budget next to those already dirty. Anything fits into
+// an empty transaction: whether an op alone is too big, Badger decides.
+func (b *batch) fits(d store.Digest) bool {
+	if !b.dirty() {
+		return true
+	}
+	count, size := b.count, b.size
+	if !b.totDirty {
+		count, size = count+1, size+b.totCost
+	}
+	if _, ok := b.seenBase[d]; !ok {
+		count, size = count+1, size+b.seenCost
+	}
+	for _, r := range b.opRows {
+		if !b.rowDirty[r] {
+			count, size = count+1, size+b.rowCost
+		}
+	}
+	return count <= b.maxCount && size <= b.maxSize
 }
 
 // seenClass returns the class index d is trained as, -1 for none.
@@ -236,7 +386,7 @@ func (b *batch) seenClass(d store.Digest) (int, error) {
 	if c, ok := b.seen[d]; ok {
 		return c, nil
 	}
-	c, err := readSeen(b.txn, b.user, d)
+	c, err := readSeen(b.reader(), b.user, d)
 	if err != nil {
 		return 0, fmt.Errorf("read seen record: %w", err)
 	}
@@ -248,15 +398,12 @@ func (b *batch) seenClass(d store.Digest) (int, error) {
 }
 
 // begin loads what op will change into the overlay, reading the totals
-// and the tokens not in it yet from the cache or Badger, and saves their
-// values for undo.
+// and the tokens not in it yet from the cache or Badger, and notes the
+// rows' values before the op.
 func (b *batch) begin(op *store.Op) error {
 	if err := b.loadTotals(); err != nil {
 		return err
 	}
-	b.opTot.messages = append(b.opTot.messages[:0], b.tot.messages...)
-	b.opTot.tokens = append(b.opTot.tokens[:0], b.tot.tokens...)
-	b.opTot.vocabulary = b.tot.vocabulary
 	b.opRows, b.opN, b.opOld = b.opRows[:0], b.opN[:0], b.opOld[:0]
 	b.missing, b.missN = b.missing[:0], b.missN[:0]
 	for h, n := range op.Bag {
@@ -302,10 +449,21 @@ func (b *batch) load() error {
 		}
 		copy(b.row(r), b.vals[i])
 	}
+	if len(miss) == 0 {
+		return nil
+	}
+	f, err := b.s.present.get(b.ctx, b.s.db, b.user, len(miss), b.tot.vocabulary)
+	if err != nil {
+		return err
+	}
+	txn := b.reader()
 	for _, i := range miss {
 		h := b.missing[i]
+		if f != nil && !f.mayHave(h) {
+			continue
+		}
 		b.key = appendTokenKey(b.key[:0], b.user, h)
-		item, err := b.txn.Get(b.key)
+		item, err := txn.Get(b.key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			continue
 		}
@@ -334,7 +492,7 @@ func (b *batch) loadTotals() error {
 	t, ok, _ := b.s.cache.getTotals(b.user)
 	if !ok {
 		var err error
-		if t, err = readTotals(b.txn, b.user); err != nil {
+		if t, err = readTotals(b.reader(), b.user); err != nil {
 			return fmt.Errorf("read totals: %w", err)
 		}
 	}
@@ -352,149 +510,186 @@ func (b *batch) loadTotals() error {
 	return nil
 }
 
-// write puts what the op in progress changed into the transaction.
-func (b *batch) write() error {
-	b.opChanged = b.opChanged[:0]
-	for k, r := range b.opRows {
-		if slices.Equal(b.row(r), b.opOld[k*b.width:(k+1)*b.width]) {
+// inflight is a transaction for Badger to write, and what to do once it
+// is written.
+type inflight struct {
+	txn        *badger.Txn
+	done       chan error
+	first, end int // the ops it holds: first to end-1
+	hashes     []bow.Hash
+	vals       [][]uint64 // nil for a deleted token
+	tot        *totals    // nil if not written
+}
+
+// prepare writes every dirty key once into a transaction holding ops
+// first to end-1, for send, or returns nil if nothing is dirty. If Badger
+// refuses a write, prepare returns the error with the overlay unchanged,
+// for rollback.
+func (b *batch) prepare(first, end int) (f *inflight, err error) {
+	if !b.dirty() {
+		return nil, nil
+	}
+	txn := b.s.db.NewTransaction(true)
+	defer func() {
+		if err != nil {
+			txn.Discard()
+		}
+	}()
+	// Keys and values are appended to buf, which txn refers to until it
+	// ends: it is made big enough up front never to move. size is the
+	// sum of bounds of key and value lengths, and more.
+	buf := make([]byte, 0, b.size)
+	since := func(start int) []byte { return buf[start:len(buf):len(buf)] }
+	// Entries in one allocation rather than one each.
+	entries := make([]badger.Entry, 0, b.count)
+	set := func(key, value []byte) error {
+		entries = append(entries, badger.Entry{Key: key, Value: value})
+		return txn.SetEntry(&entries[len(entries)-1])
+	}
+	for i, r := range b.dirtyRows {
+		row := b.row(r)
+		if slices.Equal(row, b.rowBase[i*b.width:(i+1)*b.width]) {
+			continue // the ops since the last commit took back what they did
+		}
+		start := len(buf)
+		buf = appendTokenKey(buf, b.user, b.hashes[r])
+		key := since(start)
+		if allZero(row) {
+			if err := txn.Delete(key); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		if err := b.writeRow(r); err != nil {
-			return err
-		}
-		b.opChanged = append(b.opChanged, r)
-	}
-	if err := b.writeSeen(b.opDigest); err != nil {
-		return err
-	}
-	return b.writeTotals()
-}
-
-func (b *batch) undo() {
-	for k, r := range b.opRows {
-		copy(b.row(r), b.opOld[k*b.width:(k+1)*b.width])
-	}
-	b.seen[b.opDigest] = b.opSeenOld
-	copy(b.tot.messages, b.opTot.messages)
-	copy(b.tot.tokens, b.opTot.tokens)
-	b.tot.vocabulary = b.opTot.vocabulary
-}
-
-// Keys and values are appended to buf, which is first given room enough
-// that append never moves what txn already refers to.
-const maxKeyLen = 2 + store.MaxUserLen + len(store.Digest{})
-
-func (b *batch) reserve(n int) {
-	if cap(b.buf)-len(b.buf) < n {
-		b.buf = make([]byte, 0, max(n, 64<<10))
-	}
-}
-
-// since returns the bytes appended to buf since it was start long.
-func (b *batch) since(start int) []byte { return b.buf[start:len(b.buf):len(b.buf)] }
-
-func (b *batch) writeRow(r int32) error {
-	row := b.row(r)
-	b.reserve(maxKeyLen + len(row)*10)
-	start := len(b.buf)
-	b.buf = appendTokenKey(b.buf, b.user, b.hashes[r])
-	key := b.since(start)
-	if allZero(row) {
-		return b.txn.Delete(key)
-	}
-	start = len(b.buf)
-	b.buf = appendCounts(b.buf, row)
-	return b.txn.Set(key, b.since(start))
-}
-
-func (b *batch) writeSeen(d store.Digest) error {
-	b.reserve(maxKeyLen + 10)
-	start := len(b.buf)
-	b.buf = appendSeenKey(b.buf, b.user, d)
-	key := b.since(start)
-	c := b.seen[d]
-	if c < 0 {
-		return b.txn.Delete(key)
-	}
-	start = len(b.buf)
-	b.buf = appendSeen(b.buf, c)
-	return b.txn.Set(key, b.since(start))
-}
-
-func (b *batch) writeTotals() error {
-	b.reserve(maxKeyLen + (2*b.width+2)*10)
-	start := len(b.buf)
-	b.buf = appendUserPrefix(b.buf, kindTotals, b.user)
-	key := b.since(start)
-	start = len(b.buf)
-	b.buf = appendTotals(b.buf, b.tot)
-	return b.txn.Set(key, b.since(start))
-}
-
-// recommit replaces the transaction, which Badger refused to grow by the
-// op in progress, with one holding each value written since the last
-// commit once, and commits it. It fits: the refused transaction held all
-// those values, some several times.
-func (b *batch) recommit() error {
-	b.txn.Discard()
-	b.txn = b.s.db.NewTransaction(true)
-	b.buf = nil
-	for _, r := range b.dirtyRows {
-		if err := b.writeRow(r); err != nil {
-			return err
+		start = len(buf)
+		buf = appendCounts(buf, row)
+		if err := set(key, since(start)); err != nil {
+			return nil, err
 		}
 	}
-	for d := range b.dirtySeen {
-		if err := b.writeSeen(d); err != nil {
-			return err
+	for d, was := range b.seenBase {
+		c := b.seen[d]
+		if c == was {
+			continue
+		}
+		start := len(buf)
+		buf = appendSeenKey(buf, b.user, d)
+		key := since(start)
+		if c < 0 {
+			if err := txn.Delete(key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		start = len(buf)
+		buf = appendSeen(buf, c)
+		if err := set(key, since(start)); err != nil {
+			return nil, err
 		}
 	}
 	if b.totDirty {
-		if err := b.writeTotals(); err != nil {
-			return err
+		start := len(buf)
+		buf = appendUserPrefix(buf, kindTotals, b.user)
+		key := since(start)
+		start = len(buf)
+		buf = appendTotals(buf, b.tot)
+		if err := set(key, since(start)); err != nil {
+			return nil, err
 		}
 	}
-	return b.commit()
-}
 
-// commit commits the transaction, brings the cache up to date with what
-// it wrote and starts a new transaction for the ops still to come.
-func (b *batch) commit() error {
-	if len(b.dirtyRows) == 0 && len(b.dirtySeen) == 0 && !b.totDirty {
-		return nil
+	// What the cache and the presence filter are to learn once the
+	// transaction is written, copied, since the overlay moves on.
+	f = &inflight{
+		txn:    txn,
+		done:   make(chan error, 1),
+		first:  first,
+		end:    end,
+		hashes: make([]bow.Hash, len(b.dirtyRows)),
+		vals:   make([][]uint64, len(b.dirtyRows)),
 	}
-	if err := b.txn.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	hashes := make([]bow.Hash, len(b.dirtyRows))
-	vals := make([][]uint64, len(b.dirtyRows))
 	arena := make([]uint64, 0, len(b.dirtyRows)*b.width)
 	for i, r := range b.dirtyRows {
-		hashes[i] = b.hashes[r]
-		b.rowDirty[r] = false
+		f.hashes[i] = b.hashes[r]
 		row := b.row(r)
 		if allZero(row) {
 			continue
 		}
 		start := len(arena)
 		arena = append(arena, row...)
-		vals[i] = arena[start:len(arena):len(arena)]
+		f.vals[i] = arena[start:len(arena):len(arena)]
 	}
-	var t *totals
 	if b.totDirty {
-		t = &totals{
+		f.tot = &totals{
 			messages:   slices.Clone(b.tot.messages),
 			tokens:     slices.Clone(b.tot.tokens),
 			vocabulary: b.tot.vocabulary,
 		}
 	}
-	b.s.cache.committed(b.user, hashes, vals, t)
-	b.dirtyRows = b.dirtyRows[:0]
-	clear(b.dirtySeen)
+	return f, nil
+}
+
+// send hands f to Badger, which writes it while the next ops run, and
+// cleans the overlay: what was dirty is in f. Nothing may be in flight.
+func (b *batch) send(f *inflight) {
+	if h := b.s.commitErr; h != nil {
+		if err := h(f.first); err != nil {
+			f.txn.Discard()
+			f.done <- err
+			b.inflight = f
+			b.clean()
+			return
+		}
+	}
+	f.txn.CommitWith(func(err error) { f.done <- err })
+	b.inflight = f
+	b.clean()
+}
+
+// wait waits for the transaction in flight, if any, and brings the cache
+// and the presence filter up to date with what it wrote. It returns the
+// number of ops committed before the first not committed, or the error
+// of the transaction and the number of ops committed before it.
+func (b *batch) wait() (int, error) {
+	f := b.inflight
+	if f == nil {
+		return b.committed, nil
+	}
+	b.inflight = nil
+	if err := <-f.done; err != nil {
+		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w", f.first, f.end-1, err)
+	}
+	b.s.cache.committed(b.user, f.hashes, f.vals, f.tot)
+	b.s.present.add(b.user, f.hashes, f.vals)
+	b.committed = f.end
+	return b.committed, nil
+}
+
+// rollback takes the ops not yet prepared for a transaction back out of
+// the overlay.
+func (b *batch) rollback() {
+	for i, r := range b.dirtyRows {
+		copy(b.row(r), b.rowBase[i*b.width:(i+1)*b.width])
+	}
+	for d, c := range b.seenBase {
+		b.seen[d] = c
+	}
+	if b.totDirty {
+		copy(b.tot.messages, b.totBase.messages)
+		copy(b.tot.tokens, b.totBase.tokens)
+		b.tot.vocabulary = b.totBase.vocabulary
+	}
+	b.clean()
+}
+
+// clean forgets what was dirty.
+func (b *batch) clean() {
+	for _, r := range b.dirtyRows {
+		b.rowDirty[r] = false
+	}
+	b.dirtyRows, b.rowBase = b.dirtyRows[:0], b.rowBase[:0]
+	clear(b.seenBase)
 	b.totDirty = false
-	b.txn = b.s.db.NewTransaction(true)
-	b.buf = nil
-	return nil
+	b.count, b.size = 0, 0
 }
 
 func allZero(c []uint64) bool {

@@ -194,11 +194,21 @@ func TestCheckReportIsBounded(t *testing.T) {
 }
 
 // TestSplit applies batches far bigger than Badger's transactions at a
-// 1 MiB memtable and compares the result with the memory store's.
+// 1 MiB memtable and compares the result with the memory store's: with
+// the split planned from Badger's limits, and with a plan ten times too
+// generous, so that Badger refuses the commits and Apply falls back to
+// taking the ops back out and doing them again in smaller transactions.
 func TestSplit(t *testing.T) {
+	for _, share := range []int64{defaultTxnShare, 1000} {
+		t.Run(fmt.Sprintf("%d%%", share), func(t *testing.T) { testSplit(t, share) })
+	}
+}
+
+func testSplit(t *testing.T, share int64) {
 	ctx := context.Background()
 	s := open(t, t.TempDir(), Options{MemTableBytes: 1 << 20})
 	defer s.Close()
+	s.txnShare = share
 	m := store.NewMemory()
 	rng := rand.New(rand.NewPCG(7, 8))
 	bags := make([]map[bow.Hash]uint32, 200)
@@ -253,9 +263,16 @@ func TestSplit(t *testing.T) {
 }
 
 func TestOpTooLarge(t *testing.T) {
+	for _, share := range []int64{defaultTxnShare, 1000} {
+		t.Run(fmt.Sprintf("%d%%", share), func(t *testing.T) { testOpTooLarge(t, share) })
+	}
+}
+
+func testOpTooLarge(t *testing.T, share int64) {
 	ctx := context.Background()
 	s := open(t, "", Options{InMemory: true, MemTableBytes: 1 << 20})
 	defer s.Close()
+	s.txnShare = share
 	huge := make(map[bow.Hash]uint32)
 	for i := range 20000 {
 		huge[bow.Hash(i)] = 1
@@ -324,9 +341,24 @@ func TestOpenTwice(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
 	defer s.Close()
-	if s2, err := Open(context.Background(), dir, Options{}); err == nil {
+	s2, err := Open(context.Background(), dir, Options{})
+	if err == nil {
 		s2.Close()
 		t.Fatal("second Open of the same directory succeeded")
+	}
+	if !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open: error %v, want ErrLocked", err)
+	}
+	// Other failures are not ErrLocked.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s3, err := Open(context.Background(), file, Options{}); err == nil || errors.Is(err, ErrLocked) {
+		if s3 != nil {
+			s3.Close()
+		}
+		t.Errorf("Open of a file: error %v, want another than ErrLocked", err)
 	}
 }
 
@@ -473,4 +505,126 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestOneTransaction applies a batch whose ops set its tokens ten
+// thousand times, far past what a transaction takes at a 1 MiB memtable
+// (some 1,600 writes), but changes only 201 keys: each changed key is
+// written once, so the batch is one transaction, its keys of one version.
+func TestOneTransaction(t *testing.T) {
+	s := open(t, "", Options{InMemory: true, MemTableBytes: 1 << 20})
+	defer s.Close()
+	bag := map[bow.Hash]uint32{}
+	for i := range 100 {
+		bag[bow.Hash(i)] = 1
+	}
+	ops := make([]store.Op, 100)
+	for i := range ops {
+		ops[i] = storetest.Train(fmt.Sprint(i), "spam", bag)
+	}
+	train(t, s, "", ops...)
+	versions := map[uint64]int{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if it.Item().Key()[0] != kindMeta {
+				versions[it.Item().Version()]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != 1 {
+		t.Errorf("keys of %d versions, want 1: %v", len(versions), versions)
+	}
+	for _, n := range versions {
+		if n != 201 {
+			t.Errorf("%d keys, want 100 tokens, 100 seen records and the totals", n)
+		}
+	}
+	storetest.Expect(t, s, "", storetest.State{
+		Messages: map[string]uint64{"spam": 100}, Tokens: map[string]uint64{"spam": 10000}, Vocabulary: 100,
+		Counts: map[bow.Hash]map[string]uint64{0: {"spam": 100}, 99: {"spam": 100}, 100: nil},
+	})
+}
+
+// TestCommitFails fails one of the transactions of a split Apply, while
+// the transaction after it is being prepared, and checks that the ops
+// committed are the ops before it, all of them, and only those.
+func TestCommitFails(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(13, 14))
+	ops := make([]store.Op, 60)
+	for i := range ops {
+		ops[i] = storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 300, 5000))
+	}
+	for _, fail := range []int{0, 1, 2, 3} {
+		t.Run(fmt.Sprintf("transaction %d", fail), func(t *testing.T) {
+			s := open(t, t.TempDir(), Options{MemTableBytes: 1 << 20})
+			defer s.Close()
+			var starts []int
+			boom := errors.New("disk on fire")
+			s.commitErr = func(start int) error {
+				starts = append(starts, start)
+				if len(starts)-1 == fail {
+					return boom
+				}
+				return nil
+			}
+			res, err := s.Apply(ctx, "u", ops)
+			if !errors.Is(err, boom) {
+				t.Fatalf("Apply: error %v, want the commit's", err)
+			}
+			if len(starts) != fail+1 {
+				t.Fatalf("Apply went on after the failed commit: transactions from ops %v", starts)
+			}
+			if len(res) != starts[fail] {
+				t.Fatalf("%d results, want %d for the ops of the transactions before the failed one", len(res), starts[fail])
+			}
+			m := store.NewMemory()
+			if _, err := m.Apply(ctx, "u", ops[:len(res)]); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Check(ctx, "u"); err != nil {
+				t.Fatal(err)
+			}
+			gotT, _ := s.Totals(ctx, "u")
+			wantT, _ := m.Totals(ctx, "u")
+			if len(wantT.Classes) == 0 {
+				// Apply registered the classes before it failed.
+				wantT = store.Totals{Classes: gotT.Classes, Messages: []uint64{0, 0}, Tokens: []uint64{0, 0}}
+			}
+			if fmt.Sprint(gotT) != fmt.Sprint(wantT) {
+				t.Errorf("Totals = %v, memory store has %v", gotT, wantT)
+			}
+			var hashes []bow.Hash
+			for _, op := range ops {
+				for h := range op.Bag {
+					hashes = append(hashes, h)
+				}
+			}
+			for _, cache := range []string{"cached", "from Badger"} {
+				if cache == "from Badger" {
+					s.cache = newCache(-1)
+				}
+				got, _ := s.Lookup(ctx, "u", hashes)
+				want, _ := m.Lookup(ctx, "u", hashes)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("Lookup %s differs from the memory store's", cache)
+				}
+			}
+			// The store goes on from there.
+			s.commitErr = nil
+			res, err = s.Apply(ctx, "u", ops)
+			if err != nil || len(res) != len(ops) {
+				t.Fatalf("Apply again: %d results, %v", len(res), err)
+			}
+			if err := s.Check(ctx, "u"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
