@@ -114,7 +114,8 @@ type Options struct {
 	// value-log garbage collector. Nil discards them.
 	Logger *slog.Logger
 	// CacheBytes bounds, roughly, the cache of token counts and totals.
-	// Zero means 128 MiB, enough for the some 600,000 features of a model trained on a few thousand messages; negative turns the cache off.
+	// Zero means 128 MiB, enough for the some 600,000 features of a model
+	// trained on a few thousand messages; negative turns the cache off.
 	CacheBytes int64
 	// GCInterval is how often the value log is garbage-collected. Zero
 	// means every 10 minutes; negative never, except through Compact.
