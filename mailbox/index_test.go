@@ -109,3 +109,27 @@ func TestCorpusIndex(t *testing.T) {
 	}
 	t.Logf("%d entries", len(entries))
 }
+
+// FuzzReadIndex checks that any index file either parses into entries
+// with a label and a path, or fails with an error; it never panics.
+func FuzzReadIndex(f *testing.F) {
+	f.Add([]byte("spam a/1\nham b/2\n"))
+	f.Add([]byte("# comment\n\nspam\tpath with spaces\n"))
+	f.Add([]byte("spam\n"))
+	f.Add([]byte("ham /abs/path\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "index")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := ReadIndex(path)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.Label == "" || e.Path == "" {
+				t.Errorf("entry %+v lacks a label or a path", e)
+			}
+		}
+	})
+}

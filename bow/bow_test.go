@@ -1,0 +1,82 @@
+package bow
+
+import (
+	"testing"
+)
+
+func TestNew(t *testing.T) {
+	tokens := []string{"subject:free", "subject:cash", "buy", "cheap", "buy", "url:example.com"}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want map[string]uint32
+	}{
+		{"term frequency", Options{}, map[string]uint32{
+			"subject:free": 1, "subject:cash": 1, "buy": 2, "cheap": 1, "url:example.com": 1,
+		}},
+		{"boolean", Options{Boolean: true}, map[string]uint32{
+			"subject:free": 1, "subject:cash": 1, "buy": 1, "cheap": 1, "url:example.com": 1,
+		}},
+		// Pairs form within a field only: the subject words pair with each
+		// other, body words with body words, and no pair crosses into the
+		// url field.
+		{"osb 2", Options{OSB: 2}, map[string]uint32{
+			"subject:free": 1, "subject:cash": 1, "buy": 2, "cheap": 1, "url:example.com": 1,
+			"subject:free~subject:cash": 1, "buy~cheap": 1, "cheap~buy": 1,
+		}},
+		{"osb 3", Options{OSB: 3}, map[string]uint32{
+			"subject:free": 1, "subject:cash": 1, "buy": 2, "cheap": 1, "url:example.com": 1,
+			"subject:free~subject:cash": 1, "buy~cheap": 1, "cheap~buy": 1, "buy~~buy": 1,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.KeepNames = true
+			b := New(tokens, tc.o)
+			if b.Len() != len(tc.want) {
+				t.Errorf("%d features, want %d: %v", b.Len(), len(tc.want), b.Names)
+			}
+			var total uint64
+			for tok, n := range tc.want {
+				h := HashOf(tok)
+				if got := b.Counts[h]; got != n {
+					t.Errorf("count of %q = %d, want %d", tok, got, n)
+				}
+				if b.Name(h) != tok {
+					t.Errorf("name of %x = %q, want %q", h, b.Name(h), tok)
+				}
+				total += uint64(n)
+			}
+			if b.Total() != total {
+				t.Errorf("total %d, want %d", b.Total(), total)
+			}
+			if len(b.Hashes()) != b.Len() {
+				t.Errorf("%d hashes for %d features", len(b.Hashes()), b.Len())
+			}
+		})
+	}
+}
+
+func TestNamesOnlyWhenAsked(t *testing.T) {
+	b := New([]string{"a", "b"}, Options{})
+	if b.Names != nil {
+		t.Errorf("names kept without KeepNames: %v", b.Names)
+	}
+	if got := b.Name(HashOf("a")); got[0] != '#' {
+		t.Errorf("Name without names = %q, want a #hash", got)
+	}
+}
+
+func TestField(t *testing.T) {
+	for _, tc := range []struct{ token, want string }{
+		{"subject:free", "subject"},
+		{"list-id:fork", "list-id"},
+		{"word", ""},
+		{":odd", ""},
+		{"http://example.com", "http"},
+		{"Weird:Case", ""},
+	} {
+		if got := field(tc.token); got != tc.want {
+			t.Errorf("field(%q) = %q, want %q", tc.token, got, tc.want)
+		}
+	}
+}
