@@ -206,61 +206,27 @@ func checkRemote(m *modelFlags) error {
 const maxBatchBytes = 16 << 20
 
 func remoteTrain(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var rf modelFlags
-	rf.register(fs, true)
-	var spam, ham listFlag
-	fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
-	fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
-	batch := fs.Int("batch", 256, "messages sent to spamd per request")
-	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if len(spam)+len(ham) == 0 || fs.NArg() > 0 {
-		return fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH...", errUsage)
-	}
-	if err := checkRemote(&rf); err != nil {
-		return err
-	}
-	var sources []source
-	for _, p := range spam {
-		sources = append(sources, source{p, filter.Spam})
-	}
-	for _, p := range ham {
-		sources = append(sources, source{p, filter.Ham})
-	}
-	t, err := trainRemote(ctx, e, c, rf.user, sources, *recursive, max(1, *batch))
-	fmt.Fprintf(e.stdout, "train: %s\n", t)
-	return err
+	return remoteTrainOrForget(ctx, e, c, args, false)
 }
 
 func remoteForget(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var rf modelFlags
-	rf.register(fs, true)
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name the messages to forget: PATH...", errUsage)
-	}
-	if err := checkRemote(&rf); err != nil {
+	return remoteTrainOrForget(ctx, e, c, args, true)
+}
+
+func remoteTrainOrForget(ctx context.Context, e *env, c *control.Client, args []string, forget bool) error {
+	a, err := parseTrainArgs(e, args, forget)
+	if err != nil {
 		return err
 	}
-	var sources []source
-	for _, p := range fs.Args() {
-		sources = append(sources, source{path: p})
+	if err := checkRemote(&a.mf); err != nil {
+		return err
 	}
-	t, err := trainRemote(ctx, e, c, rf.user, sources, *recursive, 256)
-	fmt.Fprintf(e.stdout, "forget: %d messages: %d forgotten, %d were not trained", t.seen, t.learned, t.known)
-	if t.skipped > 0 {
-		fmt.Fprintf(e.stdout, ", %d skipped (see errors above)", t.skipped)
+	t, err := trainRemote(ctx, e, c, a.mf.user, a.sources, a.recursive, a.batch)
+	if forget {
+		printForget(e, t)
+	} else {
+		fmt.Fprintf(e.stdout, "train: %s\n", t)
 	}
-	fmt.Fprintln(e.stdout)
 	return err
 }
 
@@ -269,12 +235,7 @@ func remoteForget(ctx context.Context, e *env, c *control.Client, args []string)
 // batchSize messages and maxBatchBytes bytes.
 func trainRemote(ctx context.Context, e *env, c *control.Client, user string, sources []source, recursive bool, batchSize int) (*tally, error) {
 	t := &tally{}
-	report := func(path string, err error) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.skipped++
-		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
-	}
+	report := t.reporter(e)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in, walkErr := walkSources(ctx, e, sources, recursive, report)
@@ -293,16 +254,11 @@ func trainRemote(ctx context.Context, e *env, c *control.Client, user string, so
 			return err
 		}
 		for i, r := range res {
-			switch {
-			case r.Error != "":
+			if r.Error != "" {
 				report(paths[i], errors.New(r.Error))
-			case !r.Changed:
-				t.known++
-			case r.Prev != "" && items[i].Class != "":
-				t.relabeled++
-			default:
-				t.learned++
+				continue
 			}
+			t.count(items[i].Class, r.Changed, r.Prev)
 		}
 		items, paths, bytes = items[:0], paths[:0], 0
 		return nil

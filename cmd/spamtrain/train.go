@@ -79,6 +79,30 @@ type tally struct {
 	skipped                         int
 }
 
+// reporter returns the function that reports an unreadable or
+// unparseable message on stderr and counts it as skipped. The walk calls
+// it from its own goroutine.
+func (t *tally) reporter(e *env) func(path string, err error) {
+	return func(path string, err error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.skipped++
+		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
+	}
+}
+
+// count records what training one message as class did.
+func (t *tally) count(class string, changed bool, prev string) {
+	switch {
+	case !changed:
+		t.known++
+	case prev != "" && class != "":
+		t.relabeled++
+	default:
+		t.learned++
+	}
+}
+
 func (t *tally) String() string {
 	s := fmt.Sprintf("%d messages: %d learned, %d relabeled, %d already known", t.seen, t.learned, t.relabeled, t.known)
 	if t.skipped > 0 {
@@ -92,12 +116,7 @@ func (t *tally) String() string {
 // that cannot be read or parsed is reported on stderr and skipped.
 func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, sources []source, recursive bool, workers, batchSize int) (*tally, error) {
 	t := &tally{}
-	report := func(path string, err error) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.skipped++
-		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
-	}
+	report := t.reporter(e)
 	// Cancelling stops the walk when training fails.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -115,14 +134,7 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 			return err
 		}
 		for i, r := range res {
-			switch {
-			case !r.Changed:
-				t.known++
-			case r.Prev != "" && batch[i].Class != "":
-				t.relabeled++
-			default:
-				t.learned++
-			}
+			t.count(batch[i].Class, r.Changed, r.Prev)
 		}
 		batch = batch[:0]
 		return nil
@@ -150,65 +162,90 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 	return t, err
 }
 
-func runTrain(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, true)
-	var spam, ham listFlag
-	fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
-	fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
-	batch := fs.Int("batch", 256, "messages written to the store per transaction")
-	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if len(spam)+len(ham) == 0 || fs.NArg() > 0 {
-		return fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH...", errUsage)
-	}
-	var sources []source
-	for _, p := range spam {
-		sources = append(sources, source{p, filter.Spam})
-	}
-	for _, p := range ham {
-		sources = append(sources, source{p, filter.Ham})
-	}
-	f, st, err := mf.open(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	t, err := trainSources(ctx, e, f, mf.user, sources, *recursive, mf.workers, max(1, *batch))
-	fmt.Fprintf(e.stdout, "train: %s\n", t)
-	return err
+// trainArgs are the parsed arguments of train and forget.
+type trainArgs struct {
+	mf        modelFlags
+	sources   []source
+	recursive bool
+	batch     int
 }
 
-func runForget(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
+// parseTrainArgs parses the arguments of train (forget false: --spam and
+// --ham sources) or forget (PATH... to untrain).
+func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
+	name := "train"
+	if forget {
+		name = "forget"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, true)
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
+	a := &trainArgs{}
+	a.mf.register(fs, true)
+	var spam, ham listFlag
+	if !forget {
+		fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
+		fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
+		args = expandMulti(args, "spam", "ham")
+	}
+	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
+	fs.IntVar(&a.batch, "batch", 256, "messages written per transaction (or sent to spamd per request)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name the messages to forget: PATH...", errUsage)
+	a.batch = max(1, a.batch)
+	if forget {
+		if fs.NArg() == 0 {
+			return nil, fmt.Errorf("%w: name the messages to forget: PATH...", errUsage)
+		}
+		for _, p := range fs.Args() {
+			a.sources = append(a.sources, source{path: p})
+		}
+		return a, nil
 	}
-	var sources []source
-	for _, p := range fs.Args() {
-		sources = append(sources, source{path: p})
+	if len(spam)+len(ham) == 0 || fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH...", errUsage)
 	}
-	f, st, err := mf.open(ctx, e)
-	if err != nil {
-		return err
+	for _, p := range spam {
+		a.sources = append(a.sources, source{p, filter.Spam})
 	}
-	defer st.Close()
-	t, err := trainSources(ctx, e, f, mf.user, sources, *recursive, mf.workers, 256)
+	for _, p := range ham {
+		a.sources = append(a.sources, source{p, filter.Ham})
+	}
+	return a, nil
+}
+
+// printForget prints the summary of a forget run.
+func printForget(e *env, t *tally) {
 	fmt.Fprintf(e.stdout, "forget: %d messages: %d forgotten, %d were not trained", t.seen, t.learned, t.known)
 	if t.skipped > 0 {
 		fmt.Fprintf(e.stdout, ", %d skipped (see errors above)", t.skipped)
 	}
 	fmt.Fprintln(e.stdout)
+}
+
+func runTrain(ctx context.Context, e *env, args []string) error {
+	return runTrainOrForget(ctx, e, args, false)
+}
+
+func runForget(ctx context.Context, e *env, args []string) error {
+	return runTrainOrForget(ctx, e, args, true)
+}
+
+func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) error {
+	a, err := parseTrainArgs(e, args, forget)
+	if err != nil {
+		return err
+	}
+	f, st, err := a.mf.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := trainSources(ctx, e, f, a.mf.user, a.sources, a.recursive, a.mf.workers, a.batch)
+	if forget {
+		printForget(e, t)
+	} else {
+		fmt.Fprintf(e.stdout, "train: %s\n", t)
+	}
 	return err
 }
