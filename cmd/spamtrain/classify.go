@@ -41,73 +41,110 @@ func weights(cs []nb.Contribution) []weight {
 	return ws
 }
 
-func runClassify(ctx context.Context, e *env, args []string) error {
+// classifyArgs are the parsed arguments of classify.
+type classifyArgs struct {
+	mf        modelFlags
+	sources   []source
+	recursive bool
+	asJSON    bool
+	explain   int // features listed toward each side, 0 for none
+}
+
+func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, true)
-	asJSON := fs.Bool("json", false, "print one JSON object per message")
+	a := &classifyArgs{}
+	a.mf.register(fs, true)
+	fs.BoolVar(&a.asJSON, "json", false, "print one JSON object per message")
 	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side")
 	top := fs.Int("top", 10, "features listed toward each side with -v")
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
+	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
+		return nil, fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
 	}
-	f, st, err := mf.open(ctx, e)
+	if *verbose {
+		a.explain = max(1, *top)
+	}
+	for _, p := range fs.Args() {
+		a.sources = append(a.sources, source{path: p})
+	}
+	return a, nil
+}
+
+// printer prints classifications in order and counts the messages that
+// could not be classified.
+type printer struct {
+	e      *env
+	asJSON bool
+	failed int
+}
+
+// fail reports a message that could not be classified.
+func (p *printer) fail(path, why string) error {
+	p.failed++
+	fmt.Fprintf(p.e.stderr, "%s: %s\n", path, why)
+	if !p.asJSON {
+		return nil
+	}
+	return writeJSON(p.e.stdout, classification{Path: path, Error: why})
+}
+
+func (p *printer) print(c classification) error {
+	if p.asJSON {
+		return writeJSON(p.e.stdout, c)
+	}
+	writeText(p.e.stdout, c)
+	return nil
+}
+
+// err returns the error a classify run ends with.
+func (p *printer) err(runErr, walkErr error) error {
+	switch {
+	case runErr != nil:
+		return runErr
+	case walkErr != nil:
+		return walkErr
+	case p.failed > 0:
+		return fmt.Errorf("%d messages could not be classified (see errors above)", p.failed)
+	}
+	return nil
+}
+
+func runClassify(ctx context.Context, e *env, args []string) error {
+	a, err := parseClassifyArgs(e, args)
+	if err != nil {
+		return err
+	}
+	f, st, err := a.mf.open(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	explain := 0
-	if *verbose {
-		explain = max(1, *top)
-	}
-	var sources []source
-	for _, p := range fs.Args() {
-		sources = append(sources, source{path: p})
-	}
-	failed := 0
-	in, walkErr := walkSources(ctx, e, sources, *recursive, func(path string, err error) {
+	pr := &printer{e: e, asJSON: a.asJSON}
+	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {
 		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
 	})
-	err = prepareAll(ctx, f, mf.workers, explain > 0, in, func(it item) error {
-		c := classification{Path: it.msg.Path}
+	err = prepareAll(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) error {
 		if it.err != nil {
-			failed++
-			fmt.Fprintf(e.stderr, "%s: %v\n", it.msg.Path, it.err)
-			if !*asJSON {
-				return nil
-			}
-			c.Error = it.err.Error()
-			return writeJSON(e.stdout, c)
+			return pr.fail(it.msg.Path, it.err.Error())
 		}
-		v, err := f.ClassifyPrepared(ctx, mf.user, it.p, explain)
+		v, err := f.ClassifyPrepared(ctx, a.mf.user, it.p, a.explain)
 		if err != nil {
 			return fmt.Errorf("%s: %w", it.msg.Path, err)
 		}
-		c.Verdict, c.Probability, c.Score, c.Used = v.Label(), v.Probability, v.Score, v.Used
-		c.TrainedAs, c.Problems = v.TrainedAs, v.Problems
-		if explain > 0 {
+		c := classification{Path: it.msg.Path, Verdict: v.Label(), Probability: v.Probability, Score: v.Score,
+			Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
+		if a.explain > 0 {
 			c.TowardSpam = weights(v.Toward[filter.Spam])
 			c.TowardHam = weights(v.Toward[filter.Ham])
 		}
-		if *asJSON {
-			return writeJSON(e.stdout, c)
-		}
-		writeText(e.stdout, c)
-		return nil
+		return pr.print(c)
 	})
-	if werr := walkErr(); err == nil {
-		err = werr
-	}
-	if err == nil && failed > 0 {
-		err = fmt.Errorf("%d messages could not be classified (see errors above)", failed)
-	}
-	return err
+	return pr.err(err, walkErr())
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -58,7 +58,13 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		}
 		out.Users = append(out.Users, us)
 	}
-	if *asJSON {
+	return printStats(e, out, *asJSON, "")
+}
+
+// printStats prints the models of a store, as JSON or as a table followed
+// by the store's size and, in where, what serves it.
+func printStats(e *env, out storeStats, asJSON bool, where string) error {
+	if asJSON {
 		return writeJSON(e.stdout, out)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -73,8 +79,8 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB)\n",
-		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20))
+	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB)%s\n",
+		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), where)
 	return nil
 }
 

@@ -20,12 +20,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spamd/spamd/config"
@@ -292,32 +289,14 @@ func trainRemote(ctx context.Context, e *env, c *control.Client, user string, so
 }
 
 func remoteClassify(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var rf modelFlags
-	rf.register(fs, true)
-	asJSON := fs.Bool("json", false, "print one JSON object per message")
-	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side")
-	top := fs.Int("top", 10, "features listed toward each side with -v")
-	recursive := fs.Bool("recursive", false, "also read Maildir++ subfolders and subdirectories")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
-	}
-	if err := checkRemote(&rf); err != nil {
+	a, err := parseClassifyArgs(e, args)
+	if err != nil {
 		return err
 	}
-	explain := 0
-	if *verbose {
-		explain = max(1, *top)
+	if err := checkRemote(&a.mf); err != nil {
+		return err
 	}
-	var sources []source
-	for _, p := range fs.Args() {
-		sources = append(sources, source{path: p})
-	}
-	in, walkErr := walkSources(ctx, e, sources, *recursive, func(path string, err error) {
+	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {
 		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
 	})
 	type answer struct {
@@ -325,46 +304,29 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 		v    control.Verdict
 		err  error
 	}
-	failed := 0
+	pr := &printer{e: e, asJSON: a.asJSON}
 	// Requests run side by side; answers are printed in order.
-	err := parallel.Map(ctx, rf.workers, in, func(it item) answer {
-		v, err := c.Classify(ctx, rf.user, it.msg.Raw, explain)
+	err = parallel.Map(ctx, a.mf.workers, in, func(it item) answer {
+		v, err := c.Classify(ctx, a.mf.user, it.msg.Raw, a.explain)
 		return answer{it.msg.Path, v, err}
-	}, func(a answer) error {
-		cl := classification{Path: a.path}
+	}, func(ans answer) error {
 		var ae *control.Error
 		switch {
-		case errors.As(a.err, &ae) && ae.Status < 500:
-			failed++
-			fmt.Fprintf(e.stderr, "%s: %s\n", a.path, ae.Message)
-			if !*asJSON {
-				return nil
-			}
-			cl.Error = ae.Message
-			return writeJSON(e.stdout, cl)
-		case a.err != nil:
-			return fmt.Errorf("%s: %w", a.path, a.err)
+		case errors.As(ans.err, &ae) && ae.Status < 500:
+			return pr.fail(ans.path, ae.Message)
+		case ans.err != nil:
+			return fmt.Errorf("%s: %w", ans.path, ans.err)
 		}
-		v := a.v
-		cl.Verdict, cl.Probability, cl.Score, cl.Used = v.Verdict, v.Probability, v.Score, v.Used
-		cl.TrainedAs, cl.Problems = v.TrainedAs, v.Problems
-		if explain > 0 {
+		v := ans.v
+		cl := classification{Path: ans.path, Verdict: v.Verdict, Probability: v.Probability, Score: v.Score,
+			Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
+		if a.explain > 0 {
 			cl.TowardSpam = remoteWeights(v.Toward[filter.Spam])
 			cl.TowardHam = remoteWeights(v.Toward[filter.Ham])
 		}
-		if *asJSON {
-			return writeJSON(e.stdout, cl)
-		}
-		writeText(e.stdout, cl)
-		return nil
+		return pr.print(cl)
 	})
-	if werr := walkErr(); err == nil {
-		err = werr
-	}
-	if err == nil && failed > 0 {
-		err = fmt.Errorf("%d messages could not be classified (see errors above)", failed)
-	}
-	return err
+	return pr.err(err, walkErr())
 }
 
 func remoteWeights(ws []control.Weight) []weight {
@@ -395,22 +357,5 @@ func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) 
 	for _, u := range st.Users {
 		out.Users = append(out.Users, userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary})
 	}
-	if *asJSON {
-		return writeJSON(e.stdout, out)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "user\tclass\tmessages\ttokens\tvocabulary")
-	for _, u := range out.Users {
-		name := u.User
-		if name == "" {
-			name = "(global)"
-		}
-		for _, class := range slices.Sorted(maps.Keys(u.Messages)) {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", name, class, u.Messages[class], u.Tokens[class], u.Vocabulary)
-		}
-	}
-	tw.Flush()
-	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB), served by spamd at %s\n",
-		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), c.Addr())
-	return nil
+	return printStats(e, out, *asJSON, ", served by spamd at "+c.Addr())
 }
