@@ -105,6 +105,27 @@ func openBench(b *testing.B) *badgerstore.Store {
 	return st
 }
 
+// trainBatches trains items into f in batches of 256, as spamtrain does.
+func trainBatches(b *testing.B, f *Filter, items []Item) {
+	for i := 0; i < len(items); i += 256 {
+		if _, err := f.Train(context.Background(), "", items[i:min(i+256, len(items))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// trainedBench returns a filter over a fresh Badger store trained on
+// msgs, and the prepared messages.
+func trainedBench(b *testing.B, msgs []benchMessage) (*Filter, []Item) {
+	f, err := New(openBench(b), DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := prepareAll(b, f, msgs, false)
+	trainBatches(b, f, items)
+	return f, items
+}
+
 // BenchmarkPrepare measures tokenizing and bagging, the CPU-heavy part of
 // classifying and training, on every core.
 func BenchmarkPrepare(b *testing.B) {
@@ -126,7 +147,6 @@ func BenchmarkPrepare(b *testing.B) {
 // spamtrain train does.
 func BenchmarkTrain(b *testing.B) {
 	msgs := benchCorpus(b)
-	ctx := context.Background()
 	b.SetBytes(benchBytes(msgs))
 	for b.Loop() {
 		b.StopTimer()
@@ -135,12 +155,7 @@ func BenchmarkTrain(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		items := prepareAll(b, f, msgs, false)
-		for i := 0; i < len(items); i += 256 {
-			if _, err := f.Train(ctx, "", items[i:min(i+256, len(items))]); err != nil {
-				b.Fatal(err)
-			}
-		}
+		trainBatches(b, f, prepareAll(b, f, msgs, false))
 	}
 	b.ReportMetric(float64(len(msgs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
@@ -150,16 +165,7 @@ func BenchmarkTrain(b *testing.B) {
 func BenchmarkClassify(b *testing.B) {
 	msgs := benchCorpus(b)
 	ctx := context.Background()
-	f, err := New(openBench(b), DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	items := prepareAll(b, f, msgs, false)
-	for i := 0; i < len(items); i += 256 {
-		if _, err := f.Train(ctx, "", items[i:min(i+256, len(items))]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f, _ := trainedBench(b, msgs)
 	b.SetBytes(benchBytes(msgs))
 	b.ResetTimer()
 	var next atomic.Int64
@@ -192,16 +198,7 @@ func BenchmarkClassify(b *testing.B) {
 func BenchmarkScore(b *testing.B) {
 	msgs := benchCorpus(b)
 	ctx := context.Background()
-	f, err := New(openBench(b), DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	items := prepareAll(b, f, msgs, false)
-	for i := 0; i < len(items); i += 256 {
-		if _, err := f.Train(ctx, "", items[i:min(i+256, len(items))]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f, items := trainedBench(b, msgs)
 	b.ResetTimer()
 	for b.Loop() {
 		for _, it := range items {
