@@ -79,7 +79,7 @@ func printStats(e *env, out storeStats, asJSON bool, where string) error {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(e.stdout, "store: %.1f MiB (LSM %.1f MiB, value log %.1f MiB)%s\n",
+	fmt.Fprintf(e.stdout, "store: %.1f MiB on disk (LSM %.1f MiB, logs %.1f MiB)%s\n",
 		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), where)
 	return nil
 }

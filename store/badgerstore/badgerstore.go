@@ -83,6 +83,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"time"
 
@@ -520,8 +521,11 @@ func (s *Store) Users(ctx context.Context) ([]string, error) {
 }
 
 // Size returns the bytes on disk of the LSM tree (its tables) and of the
-// value log. Tables are counted as Badger reports them, so data still in
-// memtables is not; an in-memory store has no value log.
+// logs (value log and memtable write-ahead logs). Tables are counted as
+// Badger reports them. Badger preallocates its log files as sparse files,
+// so logs are counted by the disk blocks they occupy, not by their length,
+// which would overstate a small store several times over. An in-memory
+// store has no logs.
 func (s *Store) Size() (lsm, vlog int64) {
 	if s.enter() != nil {
 		return 0, 0
@@ -533,13 +537,24 @@ func (s *Store) Size() (lsm, vlog int64) {
 	if s.inMemory {
 		return lsm, 0
 	}
-	files, _ := filepath.Glob(filepath.Join(s.dir, "*.vlog"))
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			vlog += fi.Size()
+	for _, pattern := range []string{"*.vlog", "*.mem"} {
+		files, _ := filepath.Glob(filepath.Join(s.dir, pattern))
+		for _, f := range files {
+			if fi, err := os.Stat(f); err == nil {
+				vlog += onDisk(fi)
+			}
 		}
 	}
 	return lsm, vlog
+}
+
+// onDisk returns the bytes fi occupies on disk: its allocated blocks where
+// the system reports them, else its length.
+func onDisk(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return min(fi.Size(), st.Blocks*512)
+	}
+	return fi.Size()
 }
 
 // Compact rewrites the LSM tree into one level and garbage-collects the
