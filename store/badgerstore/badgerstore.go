@@ -83,8 +83,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
