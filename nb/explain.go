@@ -1,7 +1,6 @@
 package nb
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -58,21 +57,56 @@ func (m *Model) Explain(fs []Feature, n int) Explanation {
 		var list []Contribution
 		for _, c := range r.cand {
 			ratio := r.terms[c.at+i] - r.terms[c.at+j]
-			if w := c.count * ratio / r.norm; w > 0 {
-				f := &fs[c.feat]
-				list = append(list, Contribution{Hash: f.Hash, Name: f.Name, Count: c.count, LogRatio: ratio, Weight: w})
+			w := c.count * ratio / r.norm
+			if w <= 0 {
+				continue
 			}
+			f := &fs[c.feat]
+			list = keepTop(list, Contribution{Hash: f.Hash, Name: f.Name, Count: c.count, LogRatio: ratio, Weight: w}, n)
 		}
-		slices.SortFunc(list, func(a, b Contribution) int {
-			if c := cmp.Compare(b.Weight, a.Weight); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.Hash, b.Hash)
-		})
-		if n > 0 && len(list) > n {
-			list = list[:n]
+		if n <= 0 {
+			slices.SortFunc(list, func(a, b Contribution) int {
+				switch {
+				case a.before(b):
+					return -1
+				case b.before(a):
+					return 1
+				}
+				return 0
+			})
 		}
 		ex.Toward[i] = list
 	}
 	return ex
+}
+
+// before reports whether c weighs more than d, ties broken by Hash.
+func (c Contribution) before(d Contribution) bool {
+	if c.Weight != d.Weight {
+		return c.Weight > d.Weight
+	}
+	return c.Hash < d.Hash
+}
+
+// keepTop adds c to list, which holds at most n contributions (all when
+// n ≤ 0) in order, best first. A message has hundreds of features and an
+// explanation a handful, so keeping a short sorted list costs far less than
+// sorting them all.
+func keepTop(list []Contribution, c Contribution, n int) []Contribution {
+	if n <= 0 {
+		return append(list, c)
+	}
+	if len(list) == n && !c.before(list[n-1]) {
+		return list
+	}
+	at := len(list)
+	for at > 0 && c.before(list[at-1]) {
+		at--
+	}
+	if len(list) < n {
+		list = append(list, Contribution{})
+	}
+	copy(list[at+1:], list[at:len(list)-1])
+	list[at] = c
+	return list
 }
