@@ -187,6 +187,12 @@ type batch struct {
 	// the whole call: only Apply writes, under s.wmu, and what this call
 	// wrote is in the overlay.
 	rtxn *badger.Txn
+	// wtxn is the transaction the next commit writes. Badger's
+	// NewTransaction waits for every commit in flight, so it is opened
+	// before the one before is sent, not after: otherwise preparing a
+	// transaction would wait for Badger to write the last one, and the
+	// two would never overlap.
+	wtxn *badger.Txn
 
 	// The overlay. Token counts are rows of width counts in one slice; a
 	// token absent from Badger has a row of zeros.
@@ -260,6 +266,9 @@ func (b *batch) close() {
 	}
 	if b.rtxn != nil {
 		b.rtxn.Discard()
+	}
+	if b.wtxn != nil {
+		b.wtxn.Discard()
 	}
 }
 
@@ -529,7 +538,11 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 	if !b.dirty() {
 		return nil, nil
 	}
-	txn := b.s.db.NewTransaction(true)
+	txn := b.wtxn
+	if txn == nil {
+		txn = b.s.db.NewTransaction(true)
+	}
+	b.wtxn = nil
 	defer func() {
 		if err != nil {
 			txn.Discard()
@@ -640,6 +653,7 @@ func (b *batch) send(f *inflight) {
 			return
 		}
 	}
+	b.wtxn = b.s.db.NewTransaction(true)
 	f.txn.CommitWith(func(err error) { f.done <- err })
 	b.inflight = f
 	b.clean()
