@@ -15,6 +15,9 @@ const (
 	maxCount  = 1e100
 	minSmooth = 1e-9
 	maxSmooth = 1e9
+	// maxSpread exceeds any difference of two log-probabilities Score
+	// computes within the ranges above (about 300 nats).
+	maxSpread = 1e3
 )
 
 // Defaults of the Params fields whose zero value would be meaningless.
@@ -124,6 +127,14 @@ type Params struct {
 	// estimates of a token seen once or twice are mostly noise. Zero leaves
 	// out only tokens never seen.
 	MinCount float64
+	// MinSpread leaves out features whose log p(w|c) spread less than it
+	// between classes (in nats, max − min over c): tokens about as likely
+	// in every class, such as common words. They carry almost no evidence,
+	// yet under Normalize each one still counts in n and so dilutes the
+	// telling ones; a long spam written in plain prose then scores like
+	// ham. Dropping them is SpamBayes's minimum probability strength in
+	// log-likelihood terms. Zero scores every feature.
+	MinSpread float64
 	// Mu, when positive, smooths each class's estimate toward the
 	// distribution of tokens pooled over all classes instead of toward the
 	// uniform one: p(w|c) = (n_cw + μ·q(w))/(n_c + μ), with the pooled
@@ -162,6 +173,9 @@ func (p Params) Validate() error {
 	if p.TopN < 0 {
 		return fmt.Errorf("%w: TopN %d is negative", ErrInvalid, p.TopN)
 	}
+	if !(p.MinSpread >= 0 && p.MinSpread <= maxSpread) {
+		return fmt.Errorf("%w: MinSpread %v is not in [0, %g]", ErrInvalid, p.MinSpread, maxSpread)
+	}
 	if !(p.MinCount >= 0 && p.MinCount <= maxCount) {
 		return fmt.Errorf("%w: MinCount %v is not in [0, %g]", ErrInvalid, p.MinCount, maxCount)
 	}
@@ -177,6 +191,7 @@ type settings struct {
 	topN                int
 	complement          bool
 	minCount            float64
+	minSpread           float64
 	mu                  float64
 }
 
@@ -191,6 +206,7 @@ func (p Params) settings() settings {
 		topN:        max(p.TopN, 0),
 		complement:  p.Complement,
 		minCount:    clean(p.MinCount),
+		minSpread:   min(clean(p.MinSpread), maxSpread),
 		mu:          clean(p.Mu),
 	}
 }

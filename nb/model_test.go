@@ -40,7 +40,7 @@ func TestParamsValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"zero", Params{}, true},
-		{"all set", Params{Alpha: 0.1, Prior: PriorMAP, PriorAlpha: 2, Lambda: 500, LambdaPrior: 5, Normalize: 0.5, TopN: 15, Complement: true, MinCount: 2}, true},
+		{"all set", Params{Alpha: 0.1, Prior: PriorMAP, PriorAlpha: 2, Lambda: 500, LambdaPrior: 5, Normalize: 0.5, TopN: 15, Complement: true, MinCount: 2, MinSpread: 1}, true},
 		{"negative alpha", Params{Alpha: -1}, false},
 		{"NaN alpha", Params{Alpha: math.NaN()}, false},
 		{"tiny alpha", Params{Alpha: 1e-12}, false},
@@ -52,6 +52,8 @@ func TestParamsValidate(t *testing.T) {
 		{"negative normalize", Params{Normalize: -0.5}, false},
 		{"negative TopN", Params{TopN: -1}, false},
 		{"negative MinCount", Params{MinCount: -1}, false},
+		{"negative MinSpread", Params{MinSpread: -1}, false},
+		{"NaN MinSpread", Params{MinSpread: math.NaN()}, false},
 		{"infinite MinCount", Params{MinCount: math.Inf(1)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

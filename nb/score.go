@@ -42,7 +42,8 @@ type Result struct {
 	// orders messages, so rank and threshold on LogOdds.
 	Posterior []float64
 	// Used is the number of features scored: those seen in training, at
-	// least Params.MinCount times, and within Params.TopN.
+	// least Params.MinCount times, telling classes apart by at least
+	// Params.MinSpread, and within Params.TopN.
 	Used int
 	// Tokens is n, the sum of the counts of the features scored.
 	Tokens float64
@@ -281,6 +282,7 @@ type estimator struct {
 	alpha      float64
 	lambda     float64
 	minCount   float64
+	minSpread  float64
 	complement bool
 	user       bool
 	mu         float64   // Dirichlet prior mass toward the pooled p(w), when > 0
@@ -300,6 +302,7 @@ func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
 		alpha:      s.alpha,
 		lambda:     s.lambda,
 		minCount:   s.minCount,
+		minSpread:  s.minSpread,
 		complement: s.complement,
 		user:       user,
 		mu:         s.mu,
@@ -405,6 +408,15 @@ func (e *estimator) terms(f *Feature) float64 {
 	if e.complement {
 		for c := range e.g {
 			e.g[c] = -e.g[c]
+		}
+	}
+	if e.minSpread > 0 {
+		lo, hi := e.g[0], e.g[0]
+		for _, t := range e.g[1:] {
+			lo, hi = min(lo, t), max(hi, t)
+		}
+		if hi-lo < e.minSpread {
+			return 0
 		}
 	}
 	return n

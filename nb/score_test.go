@@ -312,6 +312,45 @@ func TestMinCount(t *testing.T) {
 	}
 }
 
+func TestMinSpread(t *testing.T) {
+	// In the spam example (α = 1, V = 6), money's log p(w|c) spreads
+	// log((6/14)/(2/9)) = 0.657 nats between the classes, work's and
+	// lunch's log((2/9)/(1/14)) = 1.135.
+	for _, tc := range []struct {
+		name   string
+		spread float64
+		keep   []Feature // the message it must score like, without the setting
+	}{
+		{"off", 0, d5()},
+		{"0.5 keeps all", 0.5, d5()},
+		{"1 drops money", 1, []Feature{times(work, 1), times(lunch, 1)}},
+		{"1.2 drops all", 1.2, nil},
+	} {
+		for _, beta := range []float64{0, 0.85} {
+			t.Run(fmt.Sprintf("%s/β=%v", tc.name, beta), func(t *testing.T) {
+				m := spamExample()
+				m.Params.Normalize = beta
+				want := m.Score(tc.keep)
+				m.Params.MinSpread = tc.spread
+				got := m.Score(d5())
+				if got.Used != len(tc.keep) || got.Tokens != want.Tokens {
+					t.Errorf("Used %d, Tokens %v; want %d, %v", got.Used, got.Tokens, len(tc.keep), want.Tokens)
+				}
+				if !nearAll(got.LogJoint, want.LogJoint, 1e-12) {
+					t.Errorf("LogJoint %v, want %v", got.LogJoint, want.LogJoint)
+				}
+				e := m.Explain(d5(), 0)
+				if !near(e.Result.LogOdds("spam"), got.LogOdds("spam"), 1e-12) {
+					t.Errorf("Explain log-odds %v, Score %v", e.Result.LogOdds("spam"), got.LogOdds("spam"))
+				}
+				if n := len(e.Toward[0]) + len(e.Toward[1]); n != len(tc.keep) {
+					t.Errorf("Explain lists %d features, want %d", n, len(tc.keep))
+				}
+			})
+		}
+	}
+}
+
 func TestComplement(t *testing.T) {
 	t.Run("two classes are the plain model", func(t *testing.T) {
 		for _, user := range []bool{false, true} {
