@@ -34,6 +34,7 @@ type Options struct {
 	Boolean bool
 	// OSB is the window of orthogonal sparse bigrams: 0 or 1 turns them
 	// off, 2 pairs adjacent tokens, 5 pairs each token with the next four.
+	// A window wider than MaxOSB acts as MaxOSB.
 	OSB int
 	// KeepNames keeps the text of every token, for explanations.
 	KeepNames bool
@@ -79,29 +80,55 @@ func (b Bag) Name(h Hash) string {
 
 // New builds the bag of tokens.
 func New(tokens []string, o Options) Bag {
-	b := Bag{Counts: make(map[Hash]uint32, len(tokens))}
+	pairs := min(max(o.OSB, 1), MaxOSB) - 1
+	b := Bag{Counts: make(map[Hash]uint32, len(tokens)*(1+pairs))}
 	if o.KeepNames {
-		b.Names = make(map[Hash]string, len(tokens))
+		b.Names = make(map[Hash]string, len(tokens)*(1+pairs))
 	}
-	for i, t := range tokens {
-		b.add(t, o)
-		if o.OSB < 2 {
-			continue
+	if pairs == 0 {
+		for _, t := range tokens {
+			b.add(HashOf(t), t, o)
 		}
-		f := field(t)
-		for d := 1; d < o.OSB && i+d < len(tokens); d++ {
-			u := tokens[i+d]
-			if field(u) != f {
+		return b
+	}
+	// Each token's field is looked at by up to OSB-1 pairs; finding it
+	// once per token halves the scanning for ':'.
+	fields := make([]string, len(tokens))
+	for i, t := range tokens {
+		fields[i] = field(t)
+	}
+	var d xxhash.Digest
+	for i, t := range tokens {
+		b.add(HashOf(t), t, o)
+		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
+			if fields[i+dist] != fields[i] {
 				break
 			}
-			b.add(pair(t, u, d), o)
+			u := tokens[i+dist]
+			// Hashing the parts in a row gives the hash of the pair's
+			// name without building it: building it was most of the
+			// allocations of a bag.
+			d.Reset()
+			d.WriteString(t)
+			d.WriteString(tildes[:dist])
+			d.WriteString(u)
+			var name string
+			if b.Names != nil {
+				name = pair(t, u, dist)
+			}
+			b.add(Hash(d.Sum64()), name, o)
 		}
 	}
 	return b
 }
 
-func (b *Bag) add(t string, o Options) {
-	h := HashOf(t)
+// MaxOSB is the widest window of sparse bigrams, far past any that helps.
+const MaxOSB = 16
+
+// tildes holds the separators of pairs up to the widest window.
+var tildes = strings.Repeat("~", MaxOSB-1)
+
+func (b *Bag) add(h Hash, t string, o Options) {
 	if o.Boolean {
 		b.Counts[h] = 1
 	} else {

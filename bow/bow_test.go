@@ -1,6 +1,10 @@
 package bow
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -52,6 +56,10 @@ func TestNew(t *testing.T) {
 			if len(b.Hashes()) != b.Len() {
 				t.Errorf("%d hashes for %d features", len(b.Hashes()), b.Len())
 			}
+			tc.o.KeepNames = false
+			if bare := New(tokens, tc.o); !maps.Equal(bare.Counts, b.Counts) {
+				t.Errorf("without names: %v, with names: %v", bare.Counts, b.Counts)
+			}
 		})
 	}
 }
@@ -78,5 +86,29 @@ func TestField(t *testing.T) {
 		if got := field(tc.token); got != tc.want {
 			t.Errorf("field(%q) = %q, want %q", tc.token, got, tc.want)
 		}
+	}
+}
+
+// benchTokens returns a message-sized token stream: a few header tokens,
+// then body words drawn from a Zipf distribution, as in mail.
+func benchTokens() []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	z := rand.NewZipf(r, 1.1, 1, 5000)
+	toks := []string{"subject:cheap", "subject:meds", "from:example.com", "to:example.org"}
+	for range 400 {
+		toks = append(toks, "w"+strconv.FormatUint(z.Uint64(), 10))
+	}
+	return toks
+}
+
+func BenchmarkNew(b *testing.B) {
+	toks := benchTokens()
+	for _, o := range []Options{{Boolean: true}, {Boolean: true, OSB: 2}, {OSB: 5}} {
+		b.Run(fmt.Sprintf("boolean=%v/osb=%d", o.Boolean, o.OSB), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				New(toks, o)
+			}
+		})
 	}
 }

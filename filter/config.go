@@ -102,6 +102,9 @@ func (c Config) Validate() error {
 	if !(c.CostFP > 0) || !(c.CostFN > 0) || math.IsInf(c.CostFP, 0) || math.IsInf(c.CostFN, 0) {
 		return fmt.Errorf("%w: costs must be positive and finite (cost_fp %v, cost_fn %v)", ErrBadSetting, c.CostFP, c.CostFN)
 	}
+	if c.Bag.OSB < 0 || c.Bag.OSB > bow.MaxOSB {
+		return fmt.Errorf("%w: osb %d is not in [0, %d]", ErrBadSetting, c.Bag.OSB, bow.MaxOSB)
+	}
 	if err := c.NB.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadSetting, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -283,6 +284,9 @@ func TestConfigValidate(t *testing.T) {
 		{"positive not a class", func(c *Config) { c.Positive = "phish" }},
 		{"zero cost", func(c *Config) { c.CostFP = 0 }},
 		{"infinite cost", func(c *Config) { c.CostFN = math.Inf(1) }},
+		{"negative osb", func(c *Config) { c.Bag.OSB = -1 }},
+		{"osb too wide", func(c *Config) { c.Bag.OSB = bow.MaxOSB + 1 }},
+		{"negative min_spread", func(c *Config) { c.NB.MinSpread = -2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
