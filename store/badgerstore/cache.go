@@ -21,9 +21,9 @@ import (
 type cache struct {
 	mu     sync.RWMutex
 	gen    uint64
-	tokens boundedMap[tokenKey, []uint64]
+	tokens tokenTable
 	totals boundedMap[string, *totals]
-	// ids numbers users for tokenKey: a fixed-size key hashes and
+	// ids numbers users for the token table: a fixed-size key hashes and
 	// compares faster than one holding the name, and token lookups are
 	// the hot path. Numbers are never reused while the tokens cached under
 	// them may remain; past maxUserIDs users, both are dropped at once.
@@ -35,19 +35,16 @@ type tokenKey struct {
 	hash bow.Hash
 }
 
-// Rough costs of an entry in bytes, map overhead included, to turn
-// Options.CacheBytes into entry counts; a two-class model is assumed.
-const (
-	tokenEntryBytes  = 96
-	totalsEntryBytes = 192
-)
+// totalsEntryBytes is the rough cost in bytes of a user's cached totals,
+// map overhead included, for a two-class model.
+const totalsEntryBytes = 192
 
 func newCache(bytes int64) *cache {
 	bytes = max(bytes, 0)
 	// Totals are one entry per active user; a sixteenth of the budget is
 	// thousands of users, the rest goes to tokens.
 	return &cache{
-		tokens: newBoundedMap[tokenKey, []uint64](int(bytes / 16 * 15 / tokenEntryBytes)),
+		tokens: newTokenTable(bytes / 16 * 15),
 		totals: newBoundedMap[string, *totals](int(bytes / 16 / totalsEntryBytes)),
 		ids:    make(map[string]uint32),
 	}
@@ -62,7 +59,7 @@ func (c *cache) id(user string) uint32 {
 	if !ok {
 		if len(c.ids) >= maxUserIDs {
 			clear(c.ids)
-			clear(c.tokens.m)
+			c.tokens.reset()
 		}
 		id = uint32(len(c.ids))
 		c.ids[user] = id
@@ -70,9 +67,10 @@ func (c *cache) id(user string) uint32 {
 	return id
 }
 
-// getTokens sets out[i] to the cached counts of hashes[i] for user and
-// returns the indices it has no entry for, with the generation to pass to
-// fillTokens.
+// getTokens sets out[i] to the cached counts of hashes[i] for user (nil
+// for a token known to be absent) and returns the indices it has no entry
+// for, with the generation to pass to fillTokens. The counts are copies,
+// in one array for the call.
 func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (miss []int, gen uint64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -84,13 +82,23 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 		}
 		return miss, c.gen
 	}
+	arena := make([]uint64, 0, inlineClasses*len(hashes))
 	for i, h := range hashes {
-		v, ok := c.tokens.get(tokenKey{id, h})
-		if !ok {
+		e := c.tokens.find(id, h)
+		switch {
+		case e == nil:
 			miss = append(miss, i)
-			continue
+		case e.width == wideCounts:
+			if v, ok := c.tokens.wide.get(tokenKey{id, h}); ok {
+				out[i] = v
+			} else {
+				miss = append(miss, i)
+			}
+		case e.width > 0:
+			start := len(arena)
+			arena = append(arena, e.counts[:e.width]...)
+			out[i] = arena[start:len(arena):len(arena)]
 		}
-		out[i] = v
 	}
 	return miss, c.gen
 }
@@ -105,7 +113,7 @@ func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []st
 	}
 	id := c.id(user)
 	for _, i := range idx {
-		c.tokens.put(tokenKey{id, hashes[i]}, vals[i])
+		c.tokens.put(id, hashes[i], vals[i])
 	}
 }
 
@@ -132,11 +140,145 @@ func (c *cache) committed(user string, hashes []bow.Hash, vals [][]uint64, t *to
 	c.gen++
 	id := c.id(user)
 	for i, h := range hashes {
-		c.tokens.put(tokenKey{id, h}, vals[i])
+		c.tokens.put(id, h, vals[i])
 	}
 	if t != nil {
 		c.totals.put(user, t)
 	}
+}
+
+// tokenTable maps a user's token to its counts, in open-addressed arrays
+// of fixed-size entries that hold the counts of a two-class model inline:
+// a lookup costs about one cache miss, where a Go map of slices cost three
+// or four (the group's control word, the slot, the slice's array), and
+// scoring a message is mostly lookups.
+//
+// It keeps two generations. Entries go into cur, which doubles as it fills
+// up to its bound; a full cur becomes old, and the old one is dropped.
+// Lookups try cur, then old, so the value found is the newest, and a
+// working set that fits in one generation is never dropped. That bounds
+// memory at two generations, and makes eviction cost nothing on the
+// read path.
+type tokenTable struct {
+	cur, old []tokenEntry
+	n        int // entries in cur
+	maxSlots int // slots of a generation at its bound; 0 turns caching off
+	// wide holds the counts of tokens of more than inlineClasses classes;
+	// their entries say wideCounts.
+	wide boundedMap[tokenKey, []uint64]
+}
+
+// inlineClasses is the number of counts an entry holds.
+const inlineClasses = 2
+
+type tokenEntry struct {
+	hash bow.Hash
+	user uint32 // user id + 1; 0 marks an empty slot
+	// width is the number of counts; 0 means the token is known to be
+	// absent, wideCounts that its counts are in tokenTable.wide.
+	width  uint32
+	counts [inlineClasses]uint64
+}
+
+const (
+	wideCounts   = 1 << 31
+	entryBytes   = 32 // unsafe.Sizeof(tokenEntry{})
+	minSlots     = 1 << 12
+	wideFraction = 8 // wide entries may take 1/wideFraction of the slots
+)
+
+func newTokenTable(bytes int64) tokenTable {
+	var t tokenTable
+	// Two generations, each a power of two of slots.
+	for n := minSlots; int64(2*n*entryBytes) <= bytes; n *= 2 {
+		t.maxSlots = n
+	}
+	t.wide = newBoundedMap[tokenKey, []uint64](t.maxSlots / wideFraction)
+	return t
+}
+
+// slot returns where the probe for the token starts in a table of mask+1
+// slots. Token hashes are already uniform; the user id moves one token's
+// entries for different users apart.
+func slot(user uint32, h bow.Hash, mask int) int {
+	x := uint64(h) + uint64(user)*0x9e3779b97f4a7c15
+	return int((x ^ x>>29) & uint64(mask))
+}
+
+// find returns the entry of user id's token h, or nil.
+func (t *tokenTable) find(id uint32, h bow.Hash) *tokenEntry {
+	for _, gen := range [2][]tokenEntry{t.cur, t.old} {
+		if e := probe(gen, id+1, h); e != nil && e.user != 0 {
+			return e
+		}
+	}
+	return nil
+}
+
+// probe returns the slot of gen holding (user, h), or the empty slot where
+// it belongs, or nil if gen has no slots. The table never fills beyond
+// three quarters, so an empty slot is always found.
+func probe(gen []tokenEntry, user uint32, h bow.Hash) *tokenEntry {
+	if len(gen) == 0 {
+		return nil
+	}
+	mask := len(gen) - 1
+	for i := slot(user, h, mask); ; i = (i + 1) & mask {
+		e := &gen[i]
+		if e.user == 0 || e.user == user && e.hash == h {
+			return e
+		}
+	}
+}
+
+// put caches counts v (nil: absent) for user id's token h.
+func (t *tokenTable) put(id uint32, h bow.Hash, v []uint64) {
+	if t.maxSlots == 0 {
+		return
+	}
+	if t.n+1 > len(t.cur)/4*3 {
+		t.grow()
+	}
+	e := probe(t.cur, id+1, h)
+	if e.user == 0 {
+		t.n++
+	}
+	*e = tokenEntry{hash: h, user: id + 1, width: uint32(len(v))}
+	if len(v) > inlineClasses {
+		e.width = wideCounts
+		t.wide.put(tokenKey{id, h}, v)
+		return
+	}
+	copy(e.counts[:], v)
+}
+
+// grow doubles cur, or, at its bound, makes it old and starts anew.
+func (t *tokenTable) grow() {
+	if len(t.cur) < t.maxSlots {
+		prev := t.cur
+		t.cur = make([]tokenEntry, max(2*len(prev), minSlots))
+		for i := range prev {
+			if e := &prev[i]; e.user != 0 {
+				*probe(t.cur, e.user, e.hash) = *e
+			}
+		}
+		return
+	}
+	// The dropped generation's array is the new one's, cleared.
+	drop := t.old
+	t.old = t.cur
+	if len(drop) == len(t.cur) {
+		clear(drop)
+	} else {
+		drop = make([]tokenEntry, len(t.cur))
+	}
+	t.cur, t.n = drop, 0
+}
+
+// reset drops every entry.
+func (t *tokenTable) reset() {
+	t.cur, t.old, t.n = nil, nil, 0
+	clear(t.wide.m)
 }
 
 // boundedMap is a map of at most max entries that evicts entries at

@@ -2,7 +2,9 @@ package badgerstore
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
@@ -85,5 +87,78 @@ func TestCacheUserIDs(t *testing.T) {
 		if len(miss) == 0 && got[0][0] != want {
 			t.Errorf("user %s sees %v, want %d", u, got[0], want)
 		}
+	}
+}
+
+func TestTokenTable(t *testing.T) {
+	if n := unsafe.Sizeof(tokenEntry{}); n != entryBytes {
+		t.Fatalf("tokenEntry takes %d bytes, entryBytes says %d", n, entryBytes)
+	}
+	counts := func(i int) []uint64 {
+		switch i % 4 {
+		case 0:
+			return nil // known absent
+		case 1:
+			return []uint64{uint64(i)}
+		case 2:
+			return []uint64{uint64(i), 1}
+		}
+		return []uint64{0, uint64(i), 7} // a third class: kept aside
+	}
+	tt := newTokenTable(1 << 20)
+	const users, tokens = 3, 40000 // past one generation's bound
+	for i := range tokens {
+		for u := range uint32(users) {
+			tt.put(u, bow.Hash(i), counts(i+int(u)))
+		}
+		if len(tt.cur) > tt.maxSlots || len(tt.old) > tt.maxSlots {
+			t.Fatalf("generations of %d and %d slots, bound %d", len(tt.cur), len(tt.old), tt.maxSlots)
+		}
+	}
+	found := 0
+	for i := range tokens {
+		for u := range uint32(users) {
+			e := tt.find(u, bow.Hash(i))
+			if e == nil {
+				continue
+			}
+			found++
+			want := counts(i + int(u))
+			var got []uint64
+			switch {
+			case e.width == wideCounts:
+				var ok bool
+				if got, ok = tt.wide.get(tokenKey{u, bow.Hash(i)}); !ok {
+					continue // evicted from the side map
+				}
+			case e.width > 0:
+				got = e.counts[:e.width]
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("user %d token %d: %v, want %v", u, i, got, want)
+			}
+		}
+	}
+	// Whatever was dropped, the newest puts are there.
+	for u := range uint32(users) {
+		if tt.find(u, bow.Hash(tokens-1)) == nil {
+			t.Errorf("user %d: last token dropped", u)
+		}
+	}
+	if found == users*tokens || found < tt.maxSlots/2 {
+		t.Errorf("%d of %d entries kept with %d slots a generation", found, users*tokens, tt.maxSlots)
+	}
+
+	// An update replaces, even when the old value sits in the old
+	// generation.
+	tt.put(0, bow.Hash(1), []uint64{99, 98})
+	if e := tt.find(0, bow.Hash(1)); e == nil || e.counts != [2]uint64{99, 98} {
+		t.Errorf("after update: %+v", e)
+	}
+
+	off := newTokenTable(0)
+	off.put(0, 1, []uint64{1})
+	if off.find(0, 1) != nil || off.cur != nil {
+		t.Error("a table of no bytes caches")
 	}
 }
