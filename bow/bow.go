@@ -15,6 +15,8 @@
 package bow
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,10 +44,13 @@ type Options struct {
 
 // Bag is the bag of words of one message.
 type Bag struct {
-	// Counts maps a token's hash to its count in the message.
+	// Counts maps a token's hash to its count in the message. A bag from
+	// New must not have its Counts changed: Hashes would no longer match.
 	Counts map[Hash]uint32
 	// Names maps a hash back to its token; nil unless Options.KeepNames.
 	Names map[Hash]string
+	// order lists the hashes of Counts in the order they first occurred.
+	order []Hash
 }
 
 // Len returns the number of distinct features in the bag.
@@ -60,13 +65,17 @@ func (b Bag) Total() uint64 {
 	return n
 }
 
-// Hashes returns the bag's distinct hashes, in no particular order.
+// Hashes returns the bag's distinct hashes in the order they first
+// occurred in the token stream, so that the same message always gives
+// them in the same order (a map's order changes from run to run). The
+// slice is the bag's own and must not be changed.
 func (b Bag) Hashes() []Hash {
-	hs := make([]Hash, 0, len(b.Counts))
-	for h := range b.Counts {
-		hs = append(hs, h)
+	if len(b.order) != len(b.Counts) {
+		// A bag not built by New: sorting gives a fixed order too.
+		hs := slices.Sorted(maps.Keys(b.Counts))
+		return hs
 	}
-	return hs
+	return b.order
 }
 
 // Name returns the text of the token with hash h, or its hexadecimal hash
@@ -81,7 +90,10 @@ func (b Bag) Name(h Hash) string {
 // New builds the bag of tokens.
 func New(tokens []string, o Options) Bag {
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
-	b := Bag{Counts: make(map[Hash]uint32, len(tokens)*(1+pairs))}
+	b := Bag{
+		Counts: make(map[Hash]uint32, len(tokens)*(1+pairs)),
+		order:  make([]Hash, 0, len(tokens)*(1+pairs)),
+	}
 	if o.KeepNames {
 		b.Names = make(map[Hash]string, len(tokens)*(1+pairs))
 	}
@@ -129,10 +141,14 @@ const MaxOSB = 16
 var tildes = strings.Repeat("~", MaxOSB-1)
 
 func (b *Bag) add(h Hash, t string, o Options) {
+	n := b.Counts[h]
+	if n == 0 {
+		b.order = append(b.order, h)
+	}
 	if o.Boolean {
 		b.Counts[h] = 1
 	} else {
-		b.Counts[h]++
+		b.Counts[h] = n + 1
 	}
 	if b.Names != nil {
 		if _, ok := b.Names[h]; !ok {

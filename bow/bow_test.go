@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -53,8 +54,19 @@ func TestNew(t *testing.T) {
 			if b.Total() != total {
 				t.Errorf("total %d, want %d", b.Total(), total)
 			}
-			if len(b.Hashes()) != b.Len() {
-				t.Errorf("%d hashes for %d features", len(b.Hashes()), b.Len())
+			hs := b.Hashes()
+			if len(hs) != b.Len() {
+				t.Errorf("%d hashes for %d features", len(hs), b.Len())
+			}
+			if again := New(tokens, tc.o).Hashes(); !slices.Equal(hs, again) {
+				t.Errorf("hashes in another order the second time: %v, then %v", hs, again)
+			}
+			if hs[0] != HashOf(tokens[0]) {
+				t.Errorf("first hash %x, want the first token's %x", hs[0], HashOf(tokens[0]))
+			}
+			literal := Bag{Counts: maps.Clone(b.Counts)}
+			if got := literal.Hashes(); !slices.Equal(got, slices.Sorted(maps.Keys(b.Counts))) {
+				t.Errorf("hashes of a bag not from New: %v", got)
 			}
 			tc.o.KeepNames = false
 			if bare := New(tokens, tc.o); !maps.Equal(bare.Counts, b.Counts) {

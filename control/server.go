@@ -246,7 +246,7 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.Filter().Classify(r.Context(), user, raw, explain)
+	v, err := s.Filter().Classify(r.Context(), user, raw, filter.ClassifyOptions{Explain: explain, TrainedAs: true})
 	if err != nil {
 		return nil, filterError(err)
 	}

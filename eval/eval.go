@@ -419,7 +419,7 @@ func classOf(spam bool) string {
 func testAll(ctx context.Context, f *filter.Filter, c *Corpus, ps []filter.Prepared, idx []int) ([]Record, error) {
 	rs := make([]Record, len(idx))
 	for k, i := range idx {
-		v, err := f.ClassifyPrepared(ctx, "", ps[i], 0)
+		v, err := f.ClassifyPrepared(ctx, "", ps[i], filter.ClassifyOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Messages[i].Path, err)
 		}
@@ -495,7 +495,7 @@ func (o *Options) online(ctx context.Context, c *Corpus, ps []filter.Prepared, c
 			return nil, 0, err
 		}
 		m := c.Messages[i]
-		v, err := f.ClassifyPrepared(ctx, "", ps[i], 0)
+		v, err := f.ClassifyPrepared(ctx, "", ps[i], filter.ClassifyOptions{})
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", m.Path, err)
 		}

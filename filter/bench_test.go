@@ -181,7 +181,7 @@ func BenchmarkClassify(b *testing.B) {
 					if i >= len(msgs) {
 						return
 					}
-					if _, err := f.Classify(ctx, "", msgs[i].raw, 0); err != nil {
+					if _, err := f.Classify(ctx, "", msgs[i].raw, ClassifyOptions{}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -202,7 +202,7 @@ func BenchmarkScore(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		for _, it := range items {
-			if _, err := f.ClassifyPrepared(ctx, "", it.Prepared, 0); err != nil {
+			if _, err := f.ClassifyPrepared(ctx, "", it.Prepared, ClassifyOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -121,7 +120,7 @@ type Verdict struct {
 	// Digest identifies the message.
 	Digest store.Digest
 	// TrainedAs is the class the message was already trained as for the
-	// user, "" if none.
+	// user, "" if none; only looked up when ClassifyOptions.TrainedAs asks.
 	TrainedAs string
 	// Toward lists, for the positive class and its rival, the features
 	// that pushed hardest toward it; nil unless explanation was asked for.
@@ -138,18 +137,27 @@ func (v Verdict) Label() string {
 	return v.Class
 }
 
-// Classify scores raw for user. With explain > 0 the verdict lists that
-// many features toward each side.
-func (f *Filter) Classify(ctx context.Context, user string, raw []byte, explain int) (Verdict, error) {
-	p, err := f.Prepare(raw, explain > 0)
+// ClassifyOptions select what a verdict holds beyond the decision.
+type ClassifyOptions struct {
+	// Explain, when positive, lists that many features toward each side.
+	Explain int
+	// TrainedAs looks up whether the message was trained already, which
+	// costs a store read that a mail server's verdict does not need.
+	TrainedAs bool
+}
+
+// Classify scores raw for user.
+func (f *Filter) Classify(ctx context.Context, user string, raw []byte, o ClassifyOptions) (Verdict, error) {
+	p, err := f.Prepare(raw, o.Explain > 0)
 	if err != nil {
 		return Verdict{}, err
 	}
-	return f.ClassifyPrepared(ctx, user, p, explain)
+	return f.ClassifyPrepared(ctx, user, p, o)
 }
 
-// ClassifyPrepared scores a prepared message for user.
-func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, explain int) (Verdict, error) {
+// ClassifyPrepared scores a prepared message for user. Explanations need
+// the message prepared with names.
+func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, o ClassifyOptions) (Verdict, error) {
 	if err := store.ValidUser(user); err != nil {
 		return Verdict{}, err
 	}
@@ -159,8 +167,8 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	}
 	var r nb.Result
 	var ex nb.Explanation
-	if explain > 0 {
-		ex = m.Explain(fs, explain)
+	if o.Explain > 0 {
+		ex = m.Explain(fs, o.Explain)
 		r = ex.Result
 	} else {
 		r = m.Score(fs)
@@ -179,15 +187,17 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		v.Posterior[c] = r.Posterior[i]
 	}
 	v.Probability = v.Posterior[f.cfg.Positive]
-	if explain > 0 {
+	if o.Explain > 0 {
 		v.Toward = make(map[string][]nb.Contribution, 2)
 		pi := r.Index(f.cfg.Positive)
 		for _, i := range []int{pi, ex.Rival[pi]} {
 			v.Toward[r.Classes[i]] = ex.Toward[i]
 		}
 	}
-	if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
-		return Verdict{}, fmt.Errorf("seen record: %w", err)
+	if o.TrainedAs {
+		if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
+			return Verdict{}, fmt.Errorf("seen record: %w", err)
+		}
 	}
 	return v, nil
 }
@@ -206,10 +216,9 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 		Global:     f.totals(gt),
 		Vocabulary: float64(gt.Vocabulary),
 	}
-	// Sorted hashes make the sum, and so the score, the same to the bit
-	// every time a message is scored.
+	// Hashes in a fixed order make the sum, and so the score, the same
+	// to the bit every time a message is scored.
 	hashes := bag.Hashes()
-	slices.Sort(hashes)
 	gc, err := f.st.Lookup(ctx, "", hashes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("global counts: %w", err)

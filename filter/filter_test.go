@@ -76,7 +76,7 @@ func TestClassify(t *testing.T) {
 				{"ham", "work", "please review the parser design before the meeting", Ham},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					v, err := f.Classify(ctx, "", msg(999, tc.subject, tc.body), 5)
+					v, err := f.Classify(ctx, "", msg(999, tc.subject, tc.body), ClassifyOptions{Explain: 5})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -93,6 +93,31 @@ func TestClassify(t *testing.T) {
 						t.Errorf("no features explain the verdict %s: %v", tc.want, v.Toward)
 					}
 				})
+			}
+		})
+	}
+}
+
+func TestTrainedAsOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := trainedFilter(t, st)
+			trained := msg(0, "offer", spamBodies[0])
+			for _, tc := range []struct {
+				o    ClassifyOptions
+				want string
+			}{
+				{ClassifyOptions{}, ""},
+				{ClassifyOptions{TrainedAs: true}, Spam},
+			} {
+				v, err := f.Classify(ctx, "", trained, tc.o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v.TrainedAs != tc.want {
+					t.Errorf("%+v: TrainedAs %q, want %q", tc.o, v.TrainedAs, tc.want)
+				}
 			}
 		})
 	}
@@ -177,12 +202,12 @@ func TestUserModel(t *testing.T) {
 			f := trainedFilter(t, st)
 			ctx := context.Background()
 			m := msg(700, "newsletter", "weekly cash discount newsletter from the club")
-			global, err := f.Classify(ctx, "", m, 0)
+			global, err := f.Classify(ctx, "", m, ClassifyOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A user with no training of their own gets the global verdict.
-			alice, err := f.Classify(ctx, "alice", m, 0)
+			alice, err := f.Classify(ctx, "alice", m, ClassifyOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,14 +221,14 @@ func TestUserModel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			bob, err := f.Classify(ctx, "bob", m, 0)
+			bob, err := f.Classify(ctx, "bob", m, ClassifyOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !(bob.Score < global.Score) {
 				t.Errorf("bob's ham reports did not lower his score: %v, global %v", bob.Score, global.Score)
 			}
-			again, _ := f.Classify(ctx, "alice", m, 0)
+			again, _ := f.Classify(ctx, "alice", m, ClassifyOptions{})
 			if again.Score != global.Score {
 				t.Errorf("bob's reports changed alice's score: %v, want %v", again.Score, global.Score)
 			}
@@ -219,7 +244,7 @@ func TestRefuses(t *testing.T) {
 		if _, err := f.Learn(ctx, user, m, Spam); !errors.Is(err, store.ErrInvalidUser) {
 			t.Errorf("Learn as %.20q: err = %v, want ErrInvalidUser", user, err)
 		}
-		if _, err := f.Classify(ctx, user, m, 0); !errors.Is(err, store.ErrInvalidUser) {
+		if _, err := f.Classify(ctx, user, m, ClassifyOptions{}); !errors.Is(err, store.ErrInvalidUser) {
 			t.Errorf("Classify as %.20q: err = %v, want ErrInvalidUser", user, err)
 		}
 	}

@@ -108,11 +108,11 @@ func TestAutolearn(t *testing.T) {
 	// the thresholds.
 	st := store.NewMemory()
 	f, spam, ham := trainedFilter(t, st)
-	vs, err := f.Classify(ctx, "", spam, 0)
+	vs, err := f.Classify(ctx, "", spam, filter.ClassifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vh, err := f.Classify(ctx, "", ham, 0)
+	vh, err := f.Classify(ctx, "", ham, filter.ClassifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestReportReversesAutolearn(t *testing.T) {
 	const user = "alice@test.example"
 	st := store.NewMemory()
 	f, spam, _ := trainedFilter(t, st)
-	vs, err := f.Classify(ctx, "", spam, 0)
+	vs, err := f.Classify(ctx, "", spam, filter.ClassifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

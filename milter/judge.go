@@ -90,7 +90,7 @@ func (m *message) judge() decision {
 	var v filter.Verdict
 	highest := 0.0
 	for i, u := range users {
-		w, err := f.ClassifyPrepared(ctx, u, p, explain)
+		w, err := f.ClassifyPrepared(ctx, u, p, filter.ClassifyOptions{Explain: explain})
 		if err != nil {
 			return m.failed(fmt.Errorf("classify for %q: %w", u, err))
 		}

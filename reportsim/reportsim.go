@@ -160,7 +160,7 @@ func Run(ctx context.Context, msgs []Message, cfg filter.Config, plan Plan, work
 				o.Ham++
 			}
 			late := k >= len(u.Messages)/2
-			g, err := f.ClassifyPrepared(ctx, "", ps[i], 0)
+			g, err := f.ClassifyPrepared(ctx, "", ps[i], filter.ClassifyOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +171,7 @@ func Run(ctx context.Context, msgs []Message, cfg filter.Config, plan Plan, work
 					count(&o.LastHalfGlobal, msgs[i].Spam)
 				}
 			}
-			v, err := f.ClassifyPrepared(ctx, u.Name, ps[i], 0)
+			v, err := f.ClassifyPrepared(ctx, u.Name, ps[i], filter.ClassifyOptions{})
 			if err != nil {
 				return nil, err
 			}

@@ -132,7 +132,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		if it.err != nil {
 			return pr.fail(it.msg.Path, it.err.Error())
 		}
-		v, err := f.ClassifyPrepared(ctx, a.mf.user, it.p, a.explain)
+		v, err := f.ClassifyPrepared(ctx, a.mf.user, it.p, filter.ClassifyOptions{Explain: a.explain, TrainedAs: true})
 		if err != nil {
 			return fmt.Errorf("%s: %w", it.msg.Path, err)
 		}

@@ -68,7 +68,7 @@ func pipeRequest(ctx context.Context, f *filter.Filter, user, line string) (repl
 		if err != nil {
 			return fail(err)
 		}
-		v, err := f.Classify(ctx, user, raw, 0)
+		v, err := f.Classify(ctx, user, raw, filter.ClassifyOptions{})
 		if err != nil {
 			return fail(err)
 		}
