@@ -1,5 +1,5 @@
-// Package bow turns a token stream into a bag of words: a map from a
-// token's 64-bit hash to the number of times it occurs in one message.
+// Package bow turns a token stream into a bag of words: each distinct
+// token's 64-bit hash with the number of times it occurs in one message.
 //
 // Tokens are identified by their xxhash64 digest, so a model stores eight
 // bytes per token whatever its length; the text of a token is kept only
@@ -15,8 +15,6 @@
 package bow
 
 import (
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -42,40 +40,44 @@ type Options struct {
 	KeepNames bool
 }
 
-// Bag is the bag of words of one message.
+// Bag is the bag of words of one message: its distinct features, in the
+// order they first occur in the token stream, with their counts. The
+// order is fixed for a given message, unlike a map's, so that whatever
+// sums over a bag gives the same result to the bit every time.
 type Bag struct {
-	// Counts maps a token's hash to its count in the message. A bag from
-	// New must not have its Counts changed: Hashes would no longer match.
-	Counts map[Hash]uint32
+	hashes []Hash
+	counts []uint32
 	// Names maps a hash back to its token; nil unless Options.KeepNames.
 	Names map[Hash]string
-	// order lists the hashes of Counts in the order they first occurred.
-	order []Hash
 }
 
 // Len returns the number of distinct features in the bag.
-func (b Bag) Len() int { return len(b.Counts) }
+func (b Bag) Len() int { return len(b.hashes) }
 
 // Total returns the sum of all counts in the bag.
 func (b Bag) Total() uint64 {
 	var n uint64
-	for _, c := range b.Counts {
+	for _, c := range b.counts {
 		n += uint64(c)
 	}
 	return n
 }
 
-// Hashes returns the bag's distinct hashes in the order they first
-// occurred in the token stream, so that the same message always gives
-// them in the same order (a map's order changes from run to run). The
+// Hashes returns the bag's distinct features. The slice is the bag's own
+// and must not be changed.
+func (b Bag) Hashes() []Hash { return b.hashes }
+
+// Counts returns the count of each feature, in the order of Hashes. The
 // slice is the bag's own and must not be changed.
-func (b Bag) Hashes() []Hash {
-	if len(b.order) != len(b.Counts) {
-		// A bag not built by New: sorting gives a fixed order too.
-		hs := slices.Sorted(maps.Keys(b.Counts))
-		return hs
+func (b Bag) Counts() []uint32 { return b.counts }
+
+// Map returns the bag as a new map from hash to count.
+func (b Bag) Map() map[Hash]uint32 {
+	m := make(map[Hash]uint32, len(b.hashes))
+	for i, h := range b.hashes {
+		m[h] = b.counts[i]
 	}
-	return b.order
+	return m
 }
 
 // Name returns the text of the token with hash h, or its hexadecimal hash
@@ -90,18 +92,12 @@ func (b Bag) Name(h Hash) string {
 // New builds the bag of tokens.
 func New(tokens []string, o Options) Bag {
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
-	b := Bag{
-		Counts: make(map[Hash]uint32, len(tokens)*(1+pairs)),
-		order:  make([]Hash, 0, len(tokens)*(1+pairs)),
-	}
-	if o.KeepNames {
-		b.Names = make(map[Hash]string, len(tokens)*(1+pairs))
-	}
+	bd := newBuilder(len(tokens)*(1+pairs), o)
 	if pairs == 0 {
 		for _, t := range tokens {
-			b.add(HashOf(t), t, o)
+			bd.add(HashOf(t), t)
 		}
-		return b
+		return bd.bag()
 	}
 	// Each token's field is looked at by up to OSB-1 pairs; finding it
 	// once per token halves the scanning for ':'.
@@ -111,7 +107,7 @@ func New(tokens []string, o Options) Bag {
 	}
 	var d xxhash.Digest
 	for i, t := range tokens {
-		b.add(HashOf(t), t, o)
+		bd.add(HashOf(t), t)
 		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
 			if fields[i+dist] != fields[i] {
 				break
@@ -125,13 +121,71 @@ func New(tokens []string, o Options) Bag {
 			d.WriteString(tildes[:dist])
 			d.WriteString(u)
 			var name string
-			if b.Names != nil {
+			if bd.names != nil {
 				name = pair(t, u, dist)
 			}
-			b.add(Hash(d.Sum64()), name, o)
+			bd.add(Hash(d.Sum64()), name)
 		}
 	}
-	return b
+	return bd.bag()
+}
+
+// builder collects a bag's features in slices, finding repeats through an
+// open-addressed index of their positions: a probe or two into a small
+// array where a Go map would hash and probe twice per feature, once to
+// read the count and once to write it.
+type builder struct {
+	boolean bool
+	slots   []int32 // position in order + 1; 0 marks an empty slot
+	order   []Hash
+	counts  []uint32
+	names   map[Hash]string
+}
+
+func newBuilder(features int, o Options) *builder {
+	// At most half full, so that probes stay short.
+	n := 8
+	for n < 2*features {
+		n *= 2
+	}
+	bd := &builder{
+		boolean: o.Boolean,
+		slots:   make([]int32, n),
+		order:   make([]Hash, 0, features),
+		counts:  make([]uint32, 0, features),
+	}
+	if o.KeepNames {
+		bd.names = make(map[Hash]string, features)
+	}
+	return bd
+}
+
+// add counts feature h, named t. Hashes are uniform, so their low bits
+// spread them over the slots.
+func (bd *builder) add(h Hash, t string) {
+	mask := uint64(len(bd.slots) - 1)
+	for i := uint64(h) & mask; ; i = (i + 1) & mask {
+		p := bd.slots[i]
+		if p == 0 {
+			bd.slots[i] = int32(len(bd.order) + 1)
+			bd.order = append(bd.order, h)
+			bd.counts = append(bd.counts, 1)
+			if bd.names != nil {
+				bd.names[h] = t
+			}
+			return
+		}
+		if bd.order[p-1] == h {
+			if !bd.boolean {
+				bd.counts[p-1]++
+			}
+			return
+		}
+	}
+}
+
+func (bd *builder) bag() Bag {
+	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names}
 }
 
 // MaxOSB is the widest window of sparse bigrams, far past any that helps.
@@ -139,23 +193,6 @@ const MaxOSB = 16
 
 // tildes holds the separators of pairs up to the widest window.
 var tildes = strings.Repeat("~", MaxOSB-1)
-
-func (b *Bag) add(h Hash, t string, o Options) {
-	n := b.Counts[h]
-	if n == 0 {
-		b.order = append(b.order, h)
-	}
-	if o.Boolean {
-		b.Counts[h] = 1
-	} else {
-		b.Counts[h] = n + 1
-	}
-	if b.Names != nil {
-		if _, ok := b.Names[h]; !ok {
-			b.Names[h] = t
-		}
-	}
-}
 
 // field returns the prefix of a token up to its first ':', "" for body
 // words. URLs keep their scheme inside the token text, so only a prefix

@@ -43,7 +43,7 @@ func TestNew(t *testing.T) {
 			var total uint64
 			for tok, n := range tc.want {
 				h := HashOf(tok)
-				if got := b.Counts[h]; got != n {
+				if got := b.Map()[h]; got != n {
 					t.Errorf("count of %q = %d, want %d", tok, got, n)
 				}
 				if b.Name(h) != tok {
@@ -64,13 +64,14 @@ func TestNew(t *testing.T) {
 			if hs[0] != HashOf(tokens[0]) {
 				t.Errorf("first hash %x, want the first token's %x", hs[0], HashOf(tokens[0]))
 			}
-			literal := Bag{Counts: maps.Clone(b.Counts)}
-			if got := literal.Hashes(); !slices.Equal(got, slices.Sorted(maps.Keys(b.Counts))) {
-				t.Errorf("hashes of a bag not from New: %v", got)
+			for i, h := range hs {
+				if b.Counts()[i] != b.Map()[h] {
+					t.Errorf("count %d of %x, map says %d", b.Counts()[i], h, b.Map()[h])
+				}
 			}
 			tc.o.KeepNames = false
-			if bare := New(tokens, tc.o); !maps.Equal(bare.Counts, b.Counts) {
-				t.Errorf("without names: %v, with names: %v", bare.Counts, b.Counts)
+			if bare := New(tokens, tc.o); !maps.Equal(bare.Map(), b.Map()) {
+				t.Errorf("without names: %v, with names: %v", bare.Map(), b.Map())
 			}
 		})
 	}

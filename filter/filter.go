@@ -218,7 +218,7 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 	}
 	// Hashes in a fixed order make the sum, and so the score, the same
 	// to the bit every time a message is scored.
-	hashes := bag.Hashes()
+	hashes, counts := bag.Hashes(), bag.Counts()
 	gc, err := f.st.Lookup(ctx, "", hashes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("global counts: %w", err)
@@ -250,7 +250,7 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 	fs := make([]nb.Feature, len(hashes))
 	for i, h := range hashes {
 		row := buf[i*width : (i+1)*width]
-		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(bag.Counts[h]), Global: remap(row[:k], gc[i], gmap)}
+		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i]), Global: remap(row[:k], gc[i], gmap)}
 		if bag.Names != nil {
 			fs[i].Name = bag.Names[h]
 		}
@@ -323,7 +323,7 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 		if it.Class != "" && !f.cfg.HasClass(it.Class) {
 			return nil, fmt.Errorf("%w %q (classes: %q)", ErrUnknownClass, it.Class, f.cfg.Classes)
 		}
-		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag.Counts}
+		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag.Map()}
 	}
 	res, err := f.st.Apply(ctx, user, ops)
 	if err != nil {
