@@ -231,14 +231,7 @@ func remoteTrainOrForget(ctx context.Context, e *env, c *control.Client, args []
 // for user (forgotten for sources with class ""), in batches of at most
 // batchSize messages and maxBatchBytes bytes.
 func trainRemote(ctx context.Context, e *env, c *control.Client, user string, sources []source, recursive bool, batchSize int) (*tally, error) {
-	t := &tally{}
-	report := t.reporter(e)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	in, walkErr := walkSources(ctx, e, sources, recursive, report)
-	bar := newProgress(e.stderr, -1, "training")
-	defer bar.Finish()
-
+	ctx, r, in := startTraining(ctx, e, sources, recursive)
 	var items []control.Item
 	var paths []string
 	bytes := 0
@@ -250,20 +243,19 @@ func trainRemote(ctx context.Context, e *env, c *control.Client, user string, so
 		if err != nil {
 			return err
 		}
-		for i, r := range res {
-			if r.Error != "" {
-				report(paths[i], errors.New(r.Error))
+		for i, res := range res {
+			if res.Error != "" {
+				r.report(paths[i], errors.New(res.Error))
 				continue
 			}
-			t.count(items[i].Class, r.Changed, r.Prev)
+			r.t.count(items[i].Class, res.Changed, res.Prev)
 		}
 		items, paths, bytes = items[:0], paths[:0], 0
 		return nil
 	}
 	var err error
 	for it := range in {
-		t.seen++
-		bar.Add(1)
+		r.tick()
 		if len(items) > 0 && bytes+len(it.msg.Raw) > maxBatchBytes {
 			if err = flush(); err != nil {
 				break
@@ -281,11 +273,7 @@ func trainRemote(ctx context.Context, e *env, c *control.Client, user string, so
 	if err == nil {
 		err = flush()
 	}
-	cancel()
-	if werr := walkErr(); err == nil && werr != nil && !errors.Is(werr, context.Canceled) {
-		err = werr
-	}
-	return t, err
+	return r.t, r.finish(err)
 }
 
 func remoteClassify(ctx context.Context, e *env, c *control.Client, args []string) error {

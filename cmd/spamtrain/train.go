@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/mailbox"
@@ -115,15 +116,7 @@ func (t *tally) String() string {
 // message of sources for user, in batches of batchSize messages. A message
 // that cannot be read or parsed is reported on stderr and skipped.
 func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, sources []source, recursive bool, workers, batchSize int) (*tally, error) {
-	t := &tally{}
-	report := t.reporter(e)
-	// Cancelling stops the walk when training fails.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	in, walkErr := walkSources(ctx, e, sources, recursive, report)
-	bar := newProgress(e.stderr, -1, "training")
-	defer bar.Finish()
-
+	ctx, r, in := startTraining(ctx, e, sources, recursive)
 	var batch []filter.Item
 	flush := func() error {
 		if len(batch) == 0 {
@@ -133,17 +126,16 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 		if err != nil {
 			return err
 		}
-		for i, r := range res {
-			t.count(batch[i].Class, r.Changed, r.Prev)
+		for i, res := range res {
+			r.t.count(batch[i].Class, res.Changed, res.Prev)
 		}
 		batch = batch[:0]
 		return nil
 	}
 	err := prepareAll(ctx, f, workers, false, in, func(it item) error {
-		t.seen++
-		bar.Add(1)
+		r.tick()
 		if it.err != nil {
-			report(it.msg.Path, it.err)
+			r.report(it.msg.Path, it.err)
 			return nil
 		}
 		batch = append(batch, filter.Item{Prepared: it.p, Class: it.src.class})
@@ -155,11 +147,46 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 	if err == nil {
 		err = flush()
 	}
-	cancel()
-	if werr := walkErr(); err == nil && werr != nil && !errors.Is(werr, context.Canceled) {
+	return r.t, r.finish(err)
+}
+
+// training is one run of train or forget, local or through spamd: the
+// walk of its sources, its progress bar and its tally.
+type training struct {
+	t       *tally
+	report  func(path string, err error)
+	bar     *progressbar.ProgressBar
+	cancel  context.CancelFunc
+	walkErr func() error
+}
+
+// startTraining starts walking sources and returns the context the run
+// goes on in, which finish cancels to stop the walk early, and the
+// messages walked.
+func startTraining(ctx context.Context, e *env, sources []source, recursive bool) (context.Context, *training, <-chan item) {
+	r := &training{t: &tally{}}
+	r.report = r.t.reporter(e)
+	ctx, r.cancel = context.WithCancel(ctx)
+	var in <-chan item
+	in, r.walkErr = walkSources(ctx, e, sources, recursive, r.report)
+	r.bar = newProgress(e.stderr, -1, "training")
+	return ctx, r, in
+}
+
+// tick counts one message walked.
+func (r *training) tick() {
+	r.t.seen++
+	r.bar.Add(1)
+}
+
+// finish stops the walk and returns err, or else the walk's error.
+func (r *training) finish(err error) error {
+	r.cancel()
+	r.bar.Finish()
+	if werr := r.walkErr(); err == nil && werr != nil && !errors.Is(werr, context.Canceled) {
 		err = werr
 	}
-	return t, err
+	return err
 }
 
 // trainArgs are the parsed arguments of train and forget.
