@@ -42,6 +42,12 @@ type Config struct {
 	// Positive: a message scoring in [UnsureLow, UnsureHigh) is unsure.
 	// Equal bounds turn the band off.
 	UnsureLow, UnsureHigh float64
+	// MinTrained is how many messages of each class a model must have
+	// learned (a user's model counting the global one's too) before its
+	// verdicts count: until then every verdict is unsure, which the milter
+	// never rejects. A model of a dozen messages is right most of the
+	// time, but not sure enough to turn mail away.
+	MinTrained int
 }
 
 // DefaultConfig returns the settings the product ships with, chosen by
@@ -85,6 +91,11 @@ func DefaultConfig() Config {
 		// averaged over the online and cross-validation protocols.
 		CostFP: 4,
 		CostFN: 1,
+		// No verdict counts before 10 messages of each class: online,
+		// that removed the early false positives of a model of a dozen
+		// messages (lam% 0.718 -> 0.571 on the training side; 5 gave
+		// 0.563, the same within a message, and is less safe).
+		MinTrained: 10,
 	}
 }
 
@@ -195,6 +206,7 @@ var settings = map[string]setting{
 	"cost_fp":      floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),
 	"cost_fn":      floatSetting("loss of a false negative (a spam let through)", func(c *Config) *float64 { return &c.CostFN }),
 	"unsure_low":   floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
+	"min_trained":  intSetting("messages of each class a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
 	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
 	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
 	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),

@@ -176,7 +176,7 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	d := f.decider.Decide(r)
 	v := Verdict{
 		Class:     d.Class,
-		Unsure:    d.Unsure,
+		Unsure:    d.Unsure || !f.enough(m),
 		Score:     r.LogOdds(f.cfg.Positive),
 		Posterior: make(map[string]float64, len(r.Classes)),
 		Used:      r.Used,
@@ -200,6 +200,21 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		}
 	}
 	return v, nil
+}
+
+// enough reports whether m has learned Config.MinTrained messages of every
+// class, its user's and the global model's together.
+func (f *Filter) enough(m *nb.Model) bool {
+	for c := range m.Classes {
+		n := m.Global.Messages[c]
+		if m.User != nil {
+			n += m.User.Messages[c]
+		}
+		if n < float64(f.cfg.MinTrained) {
+			return false
+		}
+	}
+	return true
 }
 
 // features looks up the counts of bag's features for user, with the

@@ -98,6 +98,45 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+func TestMinTrained(t *testing.T) {
+	ctx := context.Background()
+	spam := msg(999, "offer", "cheap pills discount order now free money")
+	// trainedFilter learns 4 messages of each class; alice learns 2 more
+	// of each.
+	for _, tc := range []struct {
+		name   string
+		min    int
+		user   string
+		unsure bool
+	}{
+		{"off", 0, "", false},
+		{"met", 4, "", false},
+		{"not met", 5, "", true},
+		{"user and global together", 6, "alice", false},
+		{"not met by the two together", 7, "alice", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := trainedFilter(t, store.NewMemory())
+			for i := range 2 {
+				if _, err := f.Learn(ctx, "alice", msg(500+i, "offer", spamBodies[i]+" again"), Spam); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.Learn(ctx, "alice", msg(600+i, "work", hamBodies[i]+" again"), Ham); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.cfg.MinTrained = tc.min
+			v, err := f.Classify(ctx, tc.user, spam, ClassifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Unsure != tc.unsure || v.Class != Spam {
+				t.Errorf("class %s, unsure %v; want spam, unsure %v (score %.2f)", v.Class, v.Unsure, tc.unsure, v.Score)
+			}
+		})
+	}
+}
+
 func TestTrainedAsOnlyWhenAsked(t *testing.T) {
 	ctx := context.Background()
 	for name, st := range stores(t) {
