@@ -89,6 +89,55 @@ func TestTrainClassifyCheckForget(t *testing.T) {
 	}
 }
 
+func TestTrainFromIndex(t *testing.T) {
+	dir := t.TempDir()
+	// An index's paths are relative to the index file.
+	abs, err := filepath.Abs(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index strings.Builder
+	for _, class := range []string{"spam", "ham"} {
+		names, err := os.ReadDir(filepath.Join(sample, class))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			rel, err := filepath.Rel(dir, filepath.Join(abs, class, n.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			index.WriteString(class + " " + rel + "\n")
+		}
+	}
+	idx := filepath.Join(dir, "index")
+	if err := os.WriteFile(idx, []byte(index.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "db")
+	code, out, errOut := spamtrain(t, "", "train", "--db", db, "--index", idx)
+	if code != 0 || !strings.Contains(out, "40 messages: 40 learned") {
+		t.Fatalf("train --index: exit %d: %s%s", code, out, errOut)
+	}
+	code, out, _ = spamtrain(t, "", "stats", "--db", db, "--json")
+	var st storeStats
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("stats: exit %d, %v: %s", code, err, out)
+	}
+	if st.Users[0].Messages["spam"] != 20 || st.Users[0].Messages["ham"] != 20 {
+		t.Errorf("trained %v, want 20 of each", st.Users[0].Messages)
+	}
+
+	bad := filepath.Join(dir, "bad")
+	first, _, _ := strings.Cut(index.String(), "\n")
+	if err := os.WriteFile(bad, []byte("phish"+strings.TrimPrefix(first, "spam")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := spamtrain(t, "", "train", "--db", db, "--index", bad); code != 2 || !strings.Contains(errOut, `class "phish"`) {
+		t.Errorf("unknown class: exit %d, stderr %q; want 2 and the class named", code, errOut)
+	}
+}
+
 func TestMalformedMessageIsSkipped(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.eml")

@@ -209,9 +209,11 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 	a := &trainArgs{}
 	a.mf.register(fs, true)
 	var spam, ham listFlag
+	var index string
 	if !forget {
 		fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
 		fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
+		fs.StringVar(&index, "index", "", "TREC index file: lines 'CLASS PATH' (spam or ham), paths relative to it")
 		args = expandMulti(args, "spam", "ham")
 	}
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
@@ -229,8 +231,17 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 		}
 		return a, nil
 	}
-	if len(spam)+len(ham) == 0 || fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH...", errUsage)
+	if len(spam)+len(ham) == 0 && index == "" || fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH..., or --index FILE", errUsage)
+	}
+	if index != "" {
+		entries, err := mailbox.ReadIndex(index)
+		if err != nil {
+			return nil, err
+		}
+		for _, en := range entries {
+			a.sources = append(a.sources, source{en.Path, en.Label})
+		}
 	}
 	for _, p := range spam {
 		a.sources = append(a.sources, source{p, filter.Spam})
@@ -268,6 +279,11 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 		return err
 	}
 	defer st.Close()
+	for _, s := range a.sources {
+		if s.class != "" && !f.Config().HasClass(s.class) {
+			return fmt.Errorf("%w: %s: class %q is not one of %q", errUsage, s.path, s.class, f.Config().Classes)
+		}
+	}
 	t, err := trainSources(ctx, e, f, a.mf.user, a.sources, a.recursive, a.mf.workers, a.batch)
 	if forget {
 		printForget(e, t)
