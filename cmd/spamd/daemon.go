@@ -188,7 +188,25 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if err != nil {
 		return err
 	}
+	// The global model is read into the cache in the background, so that
+	// the first messages after a start are judged from memory; the store
+	// is closed only after this stops.
+	warmCtx, stopWarm := context.WithCancel(ctx)
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		start := time.Now()
+		if err := d.st.Warm(warmCtx, ""); err != nil {
+			if warmCtx.Err() == nil {
+				logger.Warn("spamd: reading the global model into the cache", "err", err)
+			}
+			return
+		}
+		logger.Info("spamd: global model read into the cache", "took", time.Since(start).Round(time.Millisecond))
+	}()
 	defer func() {
+		stopWarm()
+		<-warmed
 		if err := d.st.Close(); err != nil {
 			logger.Error("spamd: closing the store", "err", err)
 		}

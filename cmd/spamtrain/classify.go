@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spamd/spamd/filter"
@@ -123,6 +124,20 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// Reading the models into the cache in the background makes lookups
+	// of a batch of messages hits instead of Badger reads; it stops when
+	// the run ends.
+	warmCtx, stopWarm := context.WithCancel(ctx)
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		for _, u := range slices.Compact([]string{"", a.mf.user}) {
+			if err := st.Warm(warmCtx, u); err != nil && warmCtx.Err() == nil {
+				e.log.Warn("spamtrain: warming the cache", "user", u, "err", err)
+			}
+		}
+	}()
+	defer func() { stopWarm(); <-warmed }()
 
 	pr := &printer{e: e, asJSON: a.asJSON}
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {

@@ -74,6 +74,7 @@ package badgerstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -415,6 +416,73 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]s
 		out[i] = own
 	}
 	return out, nil
+}
+
+// Warm reads user's token counts into the cache, as many as it holds, so
+// that the first messages classified find them there instead of reading
+// Badger a token at a time: a store is scanned in key order at some
+// 0.3 microseconds a token, where a lookup of one token costs several.
+// It stops early, without error, when a commit changes the store meanwhile,
+// since what it read may then be stale; the cache fills as usual from
+// there.
+func (s *Store) Warm(ctx context.Context, user string) error {
+	if err := store.ValidUser(user); err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	defer s.life.RUnlock()
+	room := s.cache.room()
+	if room == 0 {
+		return nil
+	}
+	_, _, gen := s.cache.getTotals(user)
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	const chunk = 4096
+	hashes := make([]bow.Hash, 0, chunk)
+	vals := make([]store.Counts, 0, chunk)
+	idx := make([]int, chunk)
+	for i := range idx {
+		idx[i] = i
+	}
+	stale := false
+	flush := func() {
+		if !stale && len(hashes) > 0 {
+			stale = !s.cache.fillTokens(gen, user, hashes, vals, idx[:len(hashes)])
+		}
+		hashes, vals = hashes[:0], vals[:0]
+	}
+	prefix := userPrefix(kindToken, user)
+	var arena []uint64
+	n := 0
+	err := scan(ctx, txn, prefix, func(key, v []byte) bool {
+		if stale || n >= room {
+			return false
+		}
+		if len(key) != len(prefix)+8 {
+			return true // Check reports it
+		}
+		start := len(arena)
+		var err error
+		if arena, err = decodeCounts(arena, v); err != nil {
+			arena = arena[:start]
+			return true
+		}
+		hashes = append(hashes, bow.Hash(binary.BigEndian.Uint64(key[len(prefix):])))
+		vals = append(vals, arena[start:len(arena):len(arena)])
+		if n++; len(hashes) == chunk {
+			flush()
+			arena = nil
+		}
+		return true
+	})
+	flush()
+	if err != nil {
+		return fmt.Errorf("warm %q: %w", user, err)
+	}
+	return nil
 }
 
 // readTokens reads the counts of hashes[i] for each i in idx into vals[i]

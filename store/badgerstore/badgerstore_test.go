@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -627,4 +628,78 @@ func TestCommitFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWarm(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	var ops []store.Op
+	for i := range 50 {
+		ops = append(ops, store.Op{Digest: storetest.D(fmt.Sprint(i)), Class: []string{"spam", "ham"}[i%2], Bag: storetest.RandomBagOf(rng, 200, 20000)})
+	}
+	for _, user := range []string{"", "alice"} {
+		if _, err := s.Apply(ctx, user, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.Lookup(ctx, "", hashesOf(ops))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// That a fill is dropped when a commit happened since the scan began
+	// is TestCacheFill's; Warm goes through the same fillTokens.
+	for _, tc := range []struct {
+		name     string
+		cache    int64
+		wantWarm bool
+	}{
+		{"warms", 0, true},
+		{"no cache", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t, dir, Options{CacheBytes: tc.cache})
+			defer s.Close()
+			if err := s.Warm(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
+			hs := hashesOf(ops)
+			miss, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
+			if warm := len(miss) == 0; warm != tc.wantWarm {
+				t.Fatalf("%d of %d tokens missed after Warm; want warm %v", len(miss), len(hs), tc.wantWarm)
+			}
+			got, err := s.Lookup(ctx, "", hs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Fatalf("token %x: %v after Warm, %v before", hs[i], got[i], want[i])
+				}
+			}
+			// Another user's tokens were not read in.
+			if miss, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1)); len(miss) != 1 {
+				t.Error("Warm of the global model cached alice's tokens")
+			}
+		})
+	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	if err := s.Warm(ctx, "../x"); !errors.Is(err, store.ErrInvalidUser) {
+		t.Errorf("Warm of an invalid user: %v", err)
+	}
+}
+
+// hashesOf returns the distinct hashes of ops' bags, sorted.
+func hashesOf(ops []store.Op) []bow.Hash {
+	set := map[bow.Hash]bool{}
+	for _, op := range ops {
+		for h := range op.Bag {
+			set[h] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }

@@ -104,18 +104,22 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 }
 
 // fillTokens caches vals[i] for hashes[i] for each i in idx, unless a
-// commit happened since gen.
-func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []store.Counts, idx []int) {
+// commit happened since gen; it reports whether it did.
+func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []store.Counts, idx []int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
-		return
+		return false
 	}
 	id := c.id(user)
 	for _, i := range idx {
 		c.tokens.put(id, hashes[i], vals[i])
 	}
+	return true
 }
+
+// room returns how many tokens one generation of the table holds.
+func (c *cache) room() int { return c.tokens.maxSlots / 4 * 3 }
 
 func (c *cache) getTotals(user string) (t *totals, ok bool, gen uint64) {
 	c.mu.RLock()

@@ -42,10 +42,10 @@ func (s *Store) Check(ctx context.Context, user string) error {
 	tokens := make([]uint64, w)
 	var vocabulary uint64
 
-	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) {
+	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+len(store.Digest{}) {
 			r.addf("malformed seen key %x", key)
-			return
+			return true
 		}
 		switch c, err := decodeSeen(v); {
 		case err != nil:
@@ -55,24 +55,25 @@ func (s *Store) Check(ctx context.Context, user string) error {
 		default:
 			messages[c]++
 		}
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
 	var scratch []uint64
-	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) {
+	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+8 {
 			r.addf("malformed token key %x", key)
-			return
+			return true
 		}
 		var err error
 		if scratch, err = decodeCounts(scratch[:0], v); err != nil {
 			r.addf("token key %x: %v", key, err)
-			return
+			return true
 		}
 		if len(scratch) > w {
 			r.addf("token key %x: counts of unknown classes", key)
-			return
+			return true
 		}
 		for c, n := range scratch {
 			tokens[c] += n
@@ -80,6 +81,7 @@ func (s *Store) Check(ctx context.Context, user string) error {
 		if !allZero(scratch) {
 			vocabulary++
 		}
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
@@ -105,8 +107,9 @@ func (s *Store) Check(ctx context.Context, user string) error {
 	return nil
 }
 
-// scan calls f with the key and value of every key with prefix.
-func scan(ctx context.Context, txn *badger.Txn, prefix []byte, f func(key, v []byte)) error {
+// scan calls f with the key and value of every key with prefix, in key
+// order, until f returns false.
+func scan(ctx context.Context, txn *badger.Txn, prefix []byte, f func(key, v []byte) bool) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
 	n := 0
@@ -117,8 +120,12 @@ func scan(ctx context.Context, txn *badger.Txn, prefix []byte, f func(key, v []b
 			}
 		}
 		item := it.Item()
-		if err := item.Value(func(v []byte) error { f(item.Key(), v); return nil }); err != nil {
+		more := true
+		if err := item.Value(func(v []byte) error { more = f(item.Key(), v); return nil }); err != nil {
 			return err
+		}
+		if !more {
+			return nil
 		}
 	}
 	return ctx.Err()
