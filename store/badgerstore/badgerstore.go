@@ -65,10 +65,15 @@
 // One process at a time (Badger locks the directory; Open fails with
 // ErrLocked). Each token is a key of its own, so training costs Badger a
 // memtable insert (a skiplist search of 2 to 3 microseconds, mostly cache
-// misses) per distinct token per transaction: with the default bigram
-// features some 300 per message in batches of 256, which bounds training
-// to about 1,500 messages a second, however fast the tokenizer. An op
-// must fit in a transaction by itself, or Apply fails with ErrOpTooLarge.
+// misses, in Badger's single writer goroutine) per distinct token per
+// transaction. With the default bigram features a transaction holds some
+// 80 messages' changes before Badger's limit of 15% of the memtable, and
+// the writer caps training near 1,000 messages a second on two cores,
+// however fast the tokenizer. Bigger memtables allow bigger transactions
+// but make each insert slower; grouping many tokens into one key makes
+// every message rewrite hundreds of groups, which the same limit then
+// confines to a handful of messages a transaction. An op must fit in a
+// transaction by itself, or Apply fails with ErrOpTooLarge.
 // Counts are 64-bit and not checked for overflow.
 package badgerstore
 
