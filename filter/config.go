@@ -42,11 +42,11 @@ type Config struct {
 	// Positive: a message scoring in [UnsureLow, UnsureHigh) is unsure.
 	// Equal bounds turn the band off.
 	UnsureLow, UnsureHigh float64
-	// MinTrained is how many messages of each class a model must have
-	// learned (a user's model counting the global one's too) before its
-	// verdicts count: until then every verdict is unsure, which the milter
-	// never rejects. A model of a dozen messages is right most of the
-	// time, but not sure enough to turn mail away.
+	// MinTrained is how many messages of the positive and the negative
+	// class a model must have learned (a user's model counting the global
+	// one's too) before its verdicts count: until then every verdict is
+	// unsure, which the milter never rejects. A model of a dozen messages
+	// is right most of the time, but not sure enough to turn mail away.
 	MinTrained int
 }
 
@@ -112,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.CostFP > 0) || !(c.CostFN > 0) || math.IsInf(c.CostFP, 0) || math.IsInf(c.CostFN, 0) {
 		return fmt.Errorf("%w: costs must be positive and finite (cost_fp %v, cost_fn %v)", ErrBadSetting, c.CostFP, c.CostFN)
+	}
+	if c.MinTrained < 0 {
+		return fmt.Errorf("%w: min_trained %d is negative", ErrBadSetting, c.MinTrained)
 	}
 	if c.Bag.OSB < 0 || c.Bag.OSB > bow.MaxOSB {
 		return fmt.Errorf("%w: osb %d is not in [0, %d]", ErrBadSetting, c.Bag.OSB, bow.MaxOSB)
@@ -206,7 +209,7 @@ var settings = map[string]setting{
 	"cost_fp":      floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),
 	"cost_fn":      floatSetting("loss of a false negative (a spam let through)", func(c *Config) *float64 { return &c.CostFN }),
 	"unsure_low":   floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
-	"min_trained":  intSetting("messages of each class a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
+	"min_trained":  intSetting("messages of spam and of ham a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
 	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
 	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
 	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),

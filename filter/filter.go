@@ -202,10 +202,15 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	return v, nil
 }
 
-// enough reports whether m has learned Config.MinTrained messages of every
-// class, its user's and the global model's together.
+// enough reports whether m has learned Config.MinTrained messages of the
+// positive and the negative class, its user's and the global model's
+// together. Other classes do not count: one a user named but seldom trains
+// must not keep every verdict unsure.
 func (f *Filter) enough(m *nb.Model) bool {
-	for c := range m.Classes {
+	for c, name := range m.Classes {
+		if name != f.cfg.Positive && name != f.cfg.Negative {
+			continue
+		}
 		n := m.Global.Messages[c]
 		if m.User != nil {
 			n += m.User.Messages[c]

@@ -137,6 +137,34 @@ func TestMinTrained(t *testing.T) {
 	}
 }
 
+func TestMinTrainedIgnoresOtherClasses(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Classes = append(cfg.Classes, "newsletter") // named, never trained
+	cfg.MinTrained = 4
+	f, err := New(store.NewMemory(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, b := range spamBodies {
+		if _, err := f.Learn(ctx, "", msg(i, "offer", b), Spam); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, b := range hamBodies {
+		if _, err := f.Learn(ctx, "", msg(100+i, "work", b), Ham); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := f.Classify(ctx, "", msg(999, "offer", "cheap pills discount order now free money"), ClassifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Unsure {
+		t.Errorf("unsure with 4 spam and 4 ham learned: an untrained third class held the verdict (%+v)", v)
+	}
+}
+
 func TestTrainedAsOnlyWhenAsked(t *testing.T) {
 	ctx := context.Background()
 	for name, st := range stores(t) {
@@ -351,6 +379,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative osb", func(c *Config) { c.Bag.OSB = -1 }},
 		{"osb too wide", func(c *Config) { c.Bag.OSB = bow.MaxOSB + 1 }},
 		{"negative min_spread", func(c *Config) { c.NB.MinSpread = -2 }},
+		{"negative min_trained", func(c *Config) { c.MinTrained = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -128,8 +128,9 @@ type Params struct {
 	// out only tokens never seen.
 	MinCount float64
 	// MinSpread leaves out features whose log p(w|c) spread less than it
-	// between classes (in nats, max − min over c): tokens about as likely
-	// in every class, such as common words. They carry almost no evidence,
+	// between classes (in nats, max − min over c; with Complement, the
+	// spread of the complement weights that replace them): tokens about as
+	// likely in every class, such as common words. They carry almost no evidence,
 	// yet under Normalize each one still counts in n and so dilutes the
 	// telling ones; a long spam written in plain prose then scores like
 	// ham. Dropping them is SpamBayes's minimum probability strength in

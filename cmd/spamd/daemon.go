@@ -195,14 +195,19 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	warmed := make(chan struct{})
 	go func() {
 		defer close(warmed)
-		start := time.Now()
-		if err := d.st.Warm(warmCtx, ""); err != nil {
-			if warmCtx.Err() == nil {
-				logger.Warn("spamd: reading the global model into the cache", "err", err)
+		defer func() {
+			if r := recover(); r != nil {
+				logger.Error("spamd: reading the global model into the cache panicked", "panic", r, "stack", string(debug.Stack()))
 			}
-			return
+		}()
+		start := time.Now()
+		n, err := d.st.Warm(warmCtx, "")
+		switch {
+		case err != nil && warmCtx.Err() == nil:
+			logger.Warn("spamd: reading the global model into the cache", "err", err)
+		case err == nil && n > 0:
+			logger.Info("spamd: global model read into the cache", "tokens", n, "took", time.Since(start).Round(time.Millisecond))
 		}
-		logger.Info("spamd: global model read into the cache", "took", time.Since(start).Round(time.Millisecond))
 	}()
 	defer func() {
 		stopWarm()

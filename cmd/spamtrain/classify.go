@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -131,8 +132,13 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	warmed := make(chan struct{})
 	go func() {
 		defer close(warmed)
+		defer func() {
+			if r := recover(); r != nil {
+				e.log.Error("spamtrain: warming the cache panicked", "panic", r, "stack", string(debug.Stack()))
+			}
+		}()
 		for _, u := range slices.Compact([]string{"", a.mf.user}) {
-			if err := st.Warm(warmCtx, u); err != nil && warmCtx.Err() == nil {
+			if _, err := st.Warm(warmCtx, u); err != nil && warmCtx.Err() == nil {
 				e.log.Warn("spamtrain: warming the cache", "user", u, "err", err)
 			}
 		}

@@ -240,6 +240,11 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 			return nil, err
 		}
 		for _, en := range entries {
+			// spamtrain and spamd know spam and ham; a line of another
+			// class is refused before anything is trained.
+			if en.Label != filter.Spam && en.Label != filter.Ham {
+				return nil, fmt.Errorf("%w: %s: %s: class %q is neither spam nor ham", errUsage, index, en.Path, en.Label)
+			}
 			a.sources = append(a.sources, source{en.Path, en.Label})
 		}
 	}
@@ -279,11 +284,6 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 		return err
 	}
 	defer st.Close()
-	for _, s := range a.sources {
-		if s.class != "" && !f.Config().HasClass(s.class) {
-			return fmt.Errorf("%w: %s: class %q is not one of %q", errUsage, s.path, s.class, f.Config().Classes)
-		}
-	}
 	t, err := trainSources(ctx, e, f, a.mf.user, a.sources, a.recursive, a.mf.workers, a.batch)
 	if forget {
 		printForget(e, t)

@@ -443,7 +443,9 @@ func (b *batch) load() error {
 	}
 	b.vals = slices.Grow(b.vals[:0], len(b.missing))[:len(b.missing)]
 	clear(b.vals)
-	miss, _ := b.s.cache.getTokens(b.user, b.missing, b.vals)
+	// Tokens found only in the cache's old generation are not put back
+	// here: the ones the op changes, its commit puts into the cache.
+	miss, _, _ := b.s.cache.getTokens(b.user, b.missing, b.vals)
 	first := int32(len(b.hashes))
 	b.counts = append(b.counts, make([]uint64, len(b.missing)*b.width)...)
 	b.hashes = append(b.hashes, b.missing...)

@@ -663,11 +663,15 @@ func TestWarm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t, dir, Options{CacheBytes: tc.cache})
 			defer s.Close()
-			if err := s.Warm(ctx, ""); err != nil {
+			n, err := s.Warm(ctx, "")
+			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.wantWarm != (n == len(hashesOf(ops))) {
+				t.Errorf("Warm read %d tokens of %d", n, len(hashesOf(ops)))
+			}
 			hs := hashesOf(ops)
-			miss, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
+			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
 			if warm := len(miss) == 0; warm != tc.wantWarm {
 				t.Fatalf("%d of %d tokens missed after Warm; want warm %v", len(miss), len(hs), tc.wantWarm)
 			}
@@ -681,15 +685,39 @@ func TestWarm(t *testing.T) {
 				}
 			}
 			// Another user's tokens were not read in.
-			if miss, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1)); len(miss) != 1 {
+			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1)); len(miss) != 1 {
 				t.Error("Warm of the global model cached alice's tokens")
 			}
 		})
 	}
 	s = open(t, dir, Options{})
 	defer s.Close()
-	if err := s.Warm(ctx, "../x"); !errors.Is(err, store.ErrInvalidUser) {
+	if _, err := s.Warm(ctx, "../x"); !errors.Is(err, store.ErrInvalidUser) {
 		t.Errorf("Warm of an invalid user: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Warm(cancelled, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("Warm with a cancelled context: %v", err)
+	}
+
+	// A cache smaller than the model takes what one generation holds.
+	small := open(t, t.TempDir(), Options{CacheBytes: 1 << 20})
+	defer small.Close()
+	rng = rand.New(rand.NewPCG(5, 6))
+	var big []store.Op
+	for i := range 100 {
+		big = append(big, store.Op{Digest: storetest.D(fmt.Sprint(i)), Class: "spam", Bag: storetest.RandomBagOf(rng, 300, 1<<40)})
+	}
+	if _, err := small.Apply(ctx, "", big); err != nil {
+		t.Fatal(err)
+	}
+	room := small.cache.room()
+	if total := len(hashesOf(big)); total <= room {
+		t.Fatalf("%d tokens fit the %d of a generation", total, room)
+	}
+	if n, err := small.Warm(ctx, ""); err != nil || n != room {
+		t.Errorf("Warm read %d tokens (%v), want the %d a generation holds", n, err, room)
 	}
 }
 

@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/spamd/spamd/bow"
@@ -69,9 +70,12 @@ func (c *cache) id(user string) uint32 {
 
 // getTokens sets out[i] to the cached counts of hashes[i] for user (nil
 // for a token known to be absent) and returns the indices it has no entry
-// for, with the generation to pass to fillTokens. The counts are copies,
-// in one array for the call.
-func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (miss []int, gen uint64) {
+// for, the indices it found only in the old generation, and the generation
+// to pass to fillTokens, which should put both back: the misses read from
+// Badger, the others so that a token in use survives the next rotation.
+// Two-class counts are copies, in one array for the call; wider ones are
+// the cache's own, never modified.
+func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (miss, old []int, gen uint64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	id, ok := c.ids[user]
@@ -80,27 +84,32 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 		for i := range miss {
 			miss[i] = i
 		}
-		return miss, c.gen
+		return miss, nil, c.gen
 	}
 	arena := make([]uint64, 0, inlineClasses*len(hashes))
 	for i, h := range hashes {
-		e := c.tokens.find(id, h)
+		e, inOld := c.tokens.find(id, h)
 		switch {
 		case e == nil:
 			miss = append(miss, i)
+			continue
 		case e.width == wideCounts:
-			if v, ok := c.tokens.wide.get(tokenKey{id, h}); ok {
-				out[i] = v
-			} else {
+			v, ok := c.tokens.wide.get(tokenKey{id, h})
+			if !ok {
 				miss = append(miss, i)
+				continue
 			}
+			out[i] = v
 		case e.width > 0:
 			start := len(arena)
 			arena = append(arena, e.counts[:e.width]...)
 			out[i] = arena[start:len(arena):len(arena)]
 		}
+		if inOld {
+			old = append(old, i)
+		}
 	}
-	return miss, c.gen
+	return miss, old, c.gen
 }
 
 // fillTokens caches vals[i] for hashes[i] for each i in idx, unless a
@@ -157,12 +166,12 @@ func (c *cache) committed(user string, hashes []bow.Hash, vals [][]uint64, t *to
 // or four (the group's control word, the slot, the slice's array), and
 // scoring a message is mostly lookups.
 //
-// It keeps two generations. Entries go into cur, which doubles as it fills
+// It keeps two generations. Entries go into cur, which grows as it fills
 // up to its bound; a full cur becomes old, and the old one is dropped.
-// Lookups try cur, then old, so the value found is the newest, and a
-// working set that fits in one generation is never dropped. That bounds
-// memory at two generations, and makes eviction cost nothing on the
-// read path.
+// Lookups try cur, then old, so the value found is the newest; readers put
+// what they found only in old back into cur, so a working set that fits in
+// one generation moves across rotations instead of being dropped. That
+// bounds memory at two generations and keeps eviction off the read path.
 type tokenTable struct {
 	cur, old []tokenEntry
 	n        int // entries in cur
@@ -193,30 +202,34 @@ const (
 
 func newTokenTable(bytes int64) tokenTable {
 	var t tokenTable
-	// Two generations, each a power of two of slots.
-	for n := minSlots; int64(2*n*entryBytes) <= bytes; n *= 2 {
-		t.maxSlots = n
+	// Two generations of entries fill the budget.
+	if n := bytes / (2 * entryBytes); n >= minSlots {
+		t.maxSlots = int(n)
 	}
 	t.wide = newBoundedMap[tokenKey, []uint64](t.maxSlots / wideFraction)
 	return t
 }
 
-// slot returns where the probe for the token starts in a table of mask+1
+// slot returns where the probe for the token starts in a table of n
 // slots. Token hashes are already uniform; the user id moves one token's
-// entries for different users apart.
-func slot(user uint32, h bow.Hash, mask int) int {
+// entries for different users apart. Multiplying rather than masking lets
+// n be any size, so a generation uses all of its budget.
+func slot(user uint32, h bow.Hash, n int) int {
 	x := uint64(h) + uint64(user)*0x9e3779b97f4a7c15
-	return int((x ^ x>>29) & uint64(mask))
+	hi, _ := bits.Mul64(x^x>>29, uint64(n))
+	return int(hi)
 }
 
-// find returns the entry of user id's token h, or nil.
-func (t *tokenTable) find(id uint32, h bow.Hash) *tokenEntry {
-	for _, gen := range [2][]tokenEntry{t.cur, t.old} {
-		if e := probe(gen, id+1, h); e != nil && e.user != 0 {
-			return e
-		}
+// find returns the entry of user id's token h, or nil, and whether it is
+// in the old generation.
+func (t *tokenTable) find(id uint32, h bow.Hash) (e *tokenEntry, old bool) {
+	if e := probe(t.cur, id+1, h); e != nil && e.user != 0 {
+		return e, false
 	}
-	return nil
+	if e := probe(t.old, id+1, h); e != nil && e.user != 0 {
+		return e, true
+	}
+	return nil, false
 }
 
 // probe returns the slot of gen holding (user, h), or the empty slot where
@@ -226,11 +239,13 @@ func probe(gen []tokenEntry, user uint32, h bow.Hash) *tokenEntry {
 	if len(gen) == 0 {
 		return nil
 	}
-	mask := len(gen) - 1
-	for i := slot(user, h, mask); ; i = (i + 1) & mask {
+	for i := slot(user, h, len(gen)); ; {
 		e := &gen[i]
 		if e.user == 0 || e.user == user && e.hash == h {
 			return e
+		}
+		if i++; i == len(gen) {
+			i = 0
 		}
 	}
 }
@@ -256,11 +271,12 @@ func (t *tokenTable) put(id uint32, h bow.Hash, v []uint64) {
 	copy(e.counts[:], v)
 }
 
-// grow doubles cur, or, at its bound, makes it old and starts anew.
+// grow doubles cur, up to its bound, or, at the bound, makes it old and
+// starts anew.
 func (t *tokenTable) grow() {
 	if len(t.cur) < t.maxSlots {
 		prev := t.cur
-		t.cur = make([]tokenEntry, max(2*len(prev), minSlots))
+		t.cur = make([]tokenEntry, min(max(2*len(prev), minSlots), t.maxSlots))
 		for i := range prev {
 			if e := &prev[i]; e.user != 0 {
 				*probe(t.cur, e.user, e.hash) = *e

@@ -39,17 +39,17 @@ func TestCacheFill(t *testing.T) {
 		run  func(c *cache)
 	}{
 		{"fill, then commit", func(c *cache) {
-			_, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 		}},
 		{"read before commit, fill after", func(c *cache) {
-			_, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 		}},
 		{"fill after commit of another user", func(c *cache) {
-			_, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.committed("v", hashes, [][]uint64{stale}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
@@ -60,7 +60,7 @@ func TestCacheFill(t *testing.T) {
 			c := newCache(1 << 20)
 			tt.run(c)
 			got := make([]store.Counts, 1)
-			if miss, _ := c.getTokens("u", hashes, got); len(miss) != 0 || got[0][0] != 2 {
+			if miss, _, _ := c.getTokens("u", hashes, got); len(miss) != 0 || got[0][0] != 2 {
 				t.Errorf("cache holds %v (misses %v), want [2]", got[0], miss)
 			}
 		})
@@ -79,7 +79,7 @@ func TestCacheUserIDs(t *testing.T) {
 	// Whatever was dropped, no user may see another's counts.
 	for _, u := range []string{"first", "user0", fmt.Sprint("user", maxUserIDs+9)} {
 		got := make([]store.Counts, 1)
-		miss, _ := c.getTokens(u, []bow.Hash{1}, got)
+		miss, _, _ := c.getTokens(u, []bow.Hash{1}, got)
 		want := uint64(5)
 		if u != "first" {
 			fmt.Sscanf(u, "user%d", &want)
@@ -118,7 +118,7 @@ func TestTokenTable(t *testing.T) {
 	found := 0
 	for i := range tokens {
 		for u := range uint32(users) {
-			e := tt.find(u, bow.Hash(i))
+			e, _ := tt.find(u, bow.Hash(i))
 			if e == nil {
 				continue
 			}
@@ -141,7 +141,7 @@ func TestTokenTable(t *testing.T) {
 	}
 	// Whatever was dropped, the newest puts are there.
 	for u := range uint32(users) {
-		if tt.find(u, bow.Hash(tokens-1)) == nil {
+		if e, _ := tt.find(u, bow.Hash(tokens-1)); e == nil {
 			t.Errorf("user %d: last token dropped", u)
 		}
 	}
@@ -149,16 +149,83 @@ func TestTokenTable(t *testing.T) {
 		t.Errorf("%d of %d entries kept with %d slots a generation", found, users*tokens, tt.maxSlots)
 	}
 
-	// An update replaces, even when the old value sits in the old
-	// generation.
-	tt.put(0, bow.Hash(1), []uint64{99, 98})
-	if e := tt.find(0, bow.Hash(1)); e == nil || e.counts != [2]uint64{99, 98} {
-		t.Errorf("after update: %+v", e)
-	}
-
 	off := newTokenTable(0)
 	off.put(0, 1, []uint64{1})
-	if off.find(0, 1) != nil || off.cur != nil {
+	if e, _ := off.find(0, 1); e != nil || off.cur != nil {
 		t.Error("a table of no bytes caches")
+	}
+}
+
+// TestTokenTableGenerations follows one token through two rotations: an
+// update while it sits in the old generation wins, and a token read back
+// into the new generation, as Lookup does with what getTokens finds only
+// in the old one, survives the rotation that drops the rest.
+func TestTokenTableGenerations(t *testing.T) {
+	tt := newTokenTable(1 << 20)
+	if tt.maxSlots != 1<<20/(2*entryBytes) {
+		t.Fatalf("%d slots a generation from 1 MiB, want all of it: %d", tt.maxSlots, 1<<20/(2*entryBytes))
+	}
+	rotations := 0
+	// fill puts other tokens until the table rotates once more.
+	fill := func(from int) int {
+		start := rotations
+		for i := from; ; i++ {
+			n := tt.n
+			tt.put(1, bow.Hash(i), []uint64{uint64(i)})
+			if tt.n < n {
+				rotations++
+			}
+			if rotations > start {
+				return i + 1
+			}
+		}
+	}
+	const key = bow.Hash(1 << 40)
+	tt.put(0, key, []uint64{1, 2})
+	next := fill(0)
+	if e, old := tt.find(0, key); e == nil || !old {
+		t.Fatalf("after a rotation: entry %+v, in old %v; want it in old", e, old)
+	}
+	tt.put(0, key, []uint64{3, 4})
+	if e, old := tt.find(0, key); e == nil || old || e.counts != [2]uint64{3, 4} {
+		t.Fatalf("after an update: %+v, in old %v; want [3 4] in cur", e, old)
+	}
+	next = fill(next)
+	if e, old := tt.find(0, key); e == nil || !old {
+		t.Fatalf("after a second rotation: %+v, in old %v", e, old)
+	}
+	tt.put(0, key, []uint64{3, 4}) // read back, as Lookup does
+	fill(next)
+	if e, _ := tt.find(0, key); e == nil || e.counts != [2]uint64{3, 4} {
+		t.Errorf("a token read back was dropped: %+v", e)
+	}
+	// A token of the first fill, never read since, is gone.
+	if e, _ := tt.find(1, bow.Hash(0)); e != nil {
+		t.Errorf("a token unread for two rotations is still there: %+v", e)
+	}
+}
+
+func TestLookupPutsBackOldHits(t *testing.T) {
+	c := newCache(1 << 20)
+	hashes := []bow.Hash{7}
+	c.committed("u", hashes, [][]uint64{{5, 6}}, nil)
+	// Rotate the table once, with other users' tokens.
+	for i := 0; ; i++ {
+		n := c.tokens.n
+		c.committed("v", []bow.Hash{bow.Hash(i)}, [][]uint64{{1}}, nil)
+		if c.tokens.n < n {
+			break
+		}
+	}
+	got := make([]store.Counts, 1)
+	miss, old, gen := c.getTokens("u", hashes, got)
+	if len(miss) != 0 || len(old) != 1 || !slices.Equal(got[0], []uint64{5, 6}) {
+		t.Fatalf("miss %v, old %v, counts %v; want the token found in old", miss, old, got[0])
+	}
+	if !c.fillTokens(gen, "u", hashes, got, old) {
+		t.Fatal("fill refused with no commit since")
+	}
+	if _, old, _ := c.getTokens("u", hashes, got); len(old) != 0 {
+		t.Error("still only in the old generation after being put back")
 	}
 }
