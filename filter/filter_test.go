@@ -46,7 +46,13 @@ func stores(t *testing.T) map[string]store.Store {
 // trainedFilter returns a filter over st trained on the spam and ham bodies.
 func trainedFilter(t *testing.T, st store.Store) *Filter {
 	t.Helper()
-	f, err := New(st, DefaultConfig())
+	return trainedFilterWith(t, st, DefaultConfig())
+}
+
+// trainedFilterWith is trainedFilter with the settings cfg.
+func trainedFilterWith(t *testing.T, st store.Store, cfg Config) *Filter {
+	t.Helper()
+	f, err := New(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,21 +147,8 @@ func TestMinTrainedIgnoresOtherClasses(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Classes = append(cfg.Classes, "newsletter") // named, never trained
 	cfg.MinTrained = 4
-	f, err := New(store.NewMemory(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := trainedFilterWith(t, store.NewMemory(), cfg)
 	ctx := context.Background()
-	for i, b := range spamBodies {
-		if _, err := f.Learn(ctx, "", msg(i, "offer", b), Spam); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, b := range hamBodies {
-		if _, err := f.Learn(ctx, "", msg(100+i, "work", b), Ham); err != nil {
-			t.Fatal(err)
-		}
-	}
 	v, err := f.Classify(ctx, "", msg(999, "offer", "cheap pills discount order now free money"), ClassifyOptions{})
 	if err != nil {
 		t.Fatal(err)
