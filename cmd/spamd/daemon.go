@@ -191,27 +191,9 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	// The global model is read into the cache in the background, so that
 	// the first messages after a start are judged from memory; the store
 	// is closed only after this stops.
-	warmCtx, stopWarm := context.WithCancel(ctx)
-	warmed := make(chan struct{})
-	go func() {
-		defer close(warmed)
-		defer func() {
-			if r := recover(); r != nil {
-				logger.Error("spamd: reading the global model into the cache panicked", "panic", r, "stack", string(debug.Stack()))
-			}
-		}()
-		start := time.Now()
-		n, err := d.st.Warm(warmCtx, "")
-		switch {
-		case err != nil && warmCtx.Err() == nil:
-			logger.Warn("spamd: reading the global model into the cache", "err", err)
-		case err == nil && n > 0:
-			logger.Info("spamd: global model read into the cache", "tokens", n, "took", time.Since(start).Round(time.Millisecond))
-		}
-	}()
+	stopWarm := d.st.WarmInBackground(ctx, "")
 	defer func() {
 		stopWarm()
-		<-warmed
 		if err := d.st.Close(); err != nil {
 			logger.Error("spamd: closing the store", "err", err)
 		}

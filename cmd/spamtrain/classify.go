@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -128,22 +127,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	// Reading the models into the cache in the background makes lookups
 	// of a batch of messages hits instead of Badger reads; it stops when
 	// the run ends.
-	warmCtx, stopWarm := context.WithCancel(ctx)
-	warmed := make(chan struct{})
-	go func() {
-		defer close(warmed)
-		defer func() {
-			if r := recover(); r != nil {
-				e.log.Error("spamtrain: warming the cache panicked", "panic", r, "stack", string(debug.Stack()))
-			}
-		}()
-		for _, u := range slices.Compact([]string{"", a.mf.user}) {
-			if _, err := st.Warm(warmCtx, u); err != nil && warmCtx.Err() == nil {
-				e.log.Warn("spamtrain: warming the cache", "user", u, "err", err)
-			}
-		}
-	}()
-	defer func() { stopWarm(); <-warmed }()
+	defer st.WarmInBackground(ctx, slices.Compact([]string{"", a.mf.user})...)()
 
 	pr := &printer{e: e, asJSON: a.asJSON}
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {

@@ -496,6 +496,37 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 	return filled, nil
 }
 
+// WarmInBackground warms the models of users, one after the other, in a
+// goroutine, logging to the store's logger what it read and what failed,
+// and returns a function that stops it and waits for it: call that before
+// Close, which would otherwise wait for the warming to finish.
+func (s *Store) WarmInBackground(ctx context.Context, users ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("badgerstore: warming the cache panicked", "dir", s.dir, "panic", r, "stack", string(debug.Stack()))
+			}
+		}()
+		for _, u := range users {
+			start := time.Now()
+			n, err := s.Warm(ctx, u)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("badgerstore: warming the cache", "dir", s.dir, "user", u, "err", err)
+			case err == nil && n > 0:
+				s.log.Info("badgerstore: model read into the cache", "dir", s.dir, "user", u, "tokens", n, "took", time.Since(start).Round(time.Millisecond))
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // readTokens reads the counts of hashes[i] for each i in idx into vals[i]
 // in one read-only transaction, leaving nil for tokens not stored.
 func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int) error {

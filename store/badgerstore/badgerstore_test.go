@@ -721,6 +721,37 @@ func TestWarm(t *testing.T) {
 	}
 }
 
+func TestWarmInBackground(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(7, 8))
+	ops := []store.Op{{Digest: storetest.D("m"), Class: "spam", Bag: storetest.RandomBagOf(rng, 500, 1<<40)}}
+	if _, err := s.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = open(t, dir, Options{})
+	defer s.Close()
+	hs := hashesOf(ops)
+	stop := s.WarmInBackground(ctx, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
+		if len(miss) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tokens still not cached after 10 s", len(miss), len(hs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	// A warming stopped at once, before it read anything, ends too.
+	s.WarmInBackground(ctx, "", "alice")()
+}
+
 // hashesOf returns the distinct hashes of ops' bags, sorted.
 func hashesOf(ops []store.Op) []bow.Hash {
 	set := map[bow.Hash]bool{}
