@@ -222,9 +222,12 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		WithNumMemtables(3).
 		WithNumCompactors(2).
 		// Values are a few bytes: all of them belong in the LSM tree,
-		// none in the value log, whose files can then stay small.
+		// none in the value log, whose files can then be the smallest
+		// Badger allows. Badger preallocates twice a file's size while the
+		// store is open: at 64 MiB a store of a few megabytes looked like
+		// 160 to anything that reads file lengths.
 		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(64 << 20).
+		WithValueLogFileSize(1 << 20).
 		// Keys are random hashes and values a few bytes: on 10,000
 		// messages of 300 tokens, ZSTD shrank the tables from 45 to 20 MB
 		// but cost a third of training speed and more of cold lookups.
