@@ -73,7 +73,8 @@ type Store struct {
 	// else /var/lib/spamd.
 	Dir string `toml:"dir"`
 	// CacheMB bounds the in-memory cache of token counts, in MiB; 0 turns
-	// it off.
+	// it off. Default 64, enough for a global model of several thousand
+	// messages.
 	CacheMB int `toml:"cache_mb"`
 	// SyncWrites fsyncs every training commit, so that it survives a power
 	// loss, at a large cost in training throughput.
@@ -256,7 +257,7 @@ func Default(getenv func(string) string) Config {
 		sock = filepath.Join(s, "api.sock")
 	}
 	return Config{
-		Store: Store{Dir: dir, CacheMB: 32},
+		Store: Store{Dir: dir, CacheMB: 64},
 		Milter: Milter{
 			Listen:            "tcp://127.0.0.1:11332",
 			ReadTimeout:       Duration{5 * time.Minute},

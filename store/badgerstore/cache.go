@@ -211,12 +211,15 @@ func newTokenTable(bytes int64) tokenTable {
 }
 
 // slot returns where the probe for the token starts in a table of n
-// slots. Token hashes are already uniform; the user id moves one token's
-// entries for different users apart. Multiplying rather than masking lets
-// n be any size, so a generation uses all of its budget.
+// slots: the high bits of a multiplicative mix of the hash and the user
+// id, scaled to n. Multiplying rather than masking lets n be any size, so
+// a generation uses all of its budget; mixing first matters because the
+// scaling keeps the top bits, and Warm puts tokens in hash order, which
+// unmixed would land in one long run of slots.
 func slot(user uint32, h bow.Hash, n int) int {
-	x := uint64(h) + uint64(user)*0x9e3779b97f4a7c15
-	hi, _ := bits.Mul64(x^x>>29, uint64(n))
+	x := (uint64(h) ^ uint64(user)<<32) * 0x9e3779b97f4a7c15
+	x ^= x >> 29
+	hi, _ := bits.Mul64(x*0xbf58476d1ce4e5b9, uint64(n))
 	return int(hi)
 }
 

@@ -229,3 +229,36 @@ func TestLookupPutsBackOldHits(t *testing.T) {
 		t.Error("still only in the old generation after being put back")
 	}
 }
+
+// TestTokenTableProbes checks that keys put in order, as Warm puts a
+// model's tokens, spread over the table: a slot function that kept their
+// order would make each put walk the run of all the puts before it.
+func TestTokenTableProbes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hash func(i int) bow.Hash
+	}{
+		{"sorted hashes", func(i int) bow.Hash { return bow.Hash(uint64(i) << 40) }},
+		{"consecutive hashes", func(i int) bow.Hash { return bow.Hash(i) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := newTokenTable(8 << 20)
+			const n = 90000 // two thirds of a generation's room
+			for i := range n {
+				tt.put(uint32(i%3), tc.hash(i), []uint64{1})
+			}
+			total, longest := 0, 0
+			for i, e := range tt.cur {
+				if e.user == 0 {
+					continue
+				}
+				d := (i - slot(e.user, e.hash, len(tt.cur)) + len(tt.cur)) % len(tt.cur)
+				total += d
+				longest = max(longest, d)
+			}
+			if mean := float64(total) / n; mean > 3 || longest > 100 {
+				t.Errorf("mean probe %.2f slots, longest %d: keys put in order cluster", mean, longest)
+			}
+		})
+	}
+}
