@@ -146,77 +146,6 @@ type Params struct {
 	// seen, so rare tokens no longer swing a verdict. μ is the prior's
 	// weight in tokens. Zero uses plain additive smoothing.
 	Mu float64
-	// Combine selects how the evidence of the features becomes a score:
-	// CombineSum adds their log-likelihoods, CombineFisher tests them with
-	// Fisher's χ² method.
-	Combine CombineKind
-	// Shrink is Robinson's s under CombineFisher: how many observations
-	// the neutral value 1/K is worth in each feature's class probability,
-	// so that a token seen once or twice speaks with little confidence
-	// (Robinson, 2003). Zero shrinks nothing; valid values lie in [0, 1e9].
-	Shrink float64
-}
-
-// CombineKind selects how Score combines the evidence of a message's
-// features.
-type CombineKind int
-
-const (
-	// CombineSum is the multinomial model: each class scores
-	// log P(c) + Σ_w count_w · log p(w|c).
-	CombineSum CombineKind = iota
-	// CombineFisher scores each class c by Robinson's combination of
-	// Fisher's method. Each feature w gives
-	//
-	//	f_c(w) = (s/K + n_w·q_c(w)) / (s + n_w),  q_c(w) = p(w|c) / Σ_k p(w|k)
-	//
-	// the probability that a message holding w is of class c when classes
-	// are equally likely, shrunk toward 1/K by Shrink (s) according to the
-	// n_w times w was seen in training. Over the N features that pass
-	// MinCount and MinSpread (on log f, not on log p),
-	//
-	//	H = Q(−2 Σ ln f_c(w), 2N),  S = Q(−2 Σ ln(1 − f_c(w)), 2N)
-	//	I_c = (1 + H − S) / 2
-	//
-	// where Q is the upper tail of χ² with 2N degrees of freedom: H is
-	// small when the features agree that the message is not of class c, S
-	// when they agree that it is. LogJoint[c] is log I_c. Unlike a sum of
-	// log-likelihoods, which grows with every correlated token, I stays
-	// near 1/2 when strong features point both ways, so mixed evidence
-	// lands in the unsure band rather than at an extreme. Each feature
-	// counts once whatever its count in the message; the class priors and
-	// Normalize do not enter. For two classes I_spam + I_ham = 1 and
-	// LogOdds is logit(I).
-	CombineFisher
-)
-
-var combineNames = [...]string{CombineSum: "sum", CombineFisher: "fisher"}
-
-// String returns "sum" or "fisher".
-func (k CombineKind) String() string {
-	if k >= 0 && int(k) < len(combineNames) {
-		return combineNames[k]
-	}
-	return fmt.Sprintf("CombineKind(%d)", int(k))
-}
-
-// MarshalText encodes k as its String.
-func (k CombineKind) MarshalText() ([]byte, error) {
-	if k < 0 || int(k) >= len(combineNames) {
-		return nil, fmt.Errorf("%w: combine %d", ErrInvalid, int(k))
-	}
-	return []byte(combineNames[k]), nil
-}
-
-// UnmarshalText decodes "sum" or "fisher".
-func (k *CombineKind) UnmarshalText(text []byte) error {
-	for i, name := range combineNames {
-		if string(text) == name {
-			*k = CombineKind(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: combine %q is not one of sum, fisher", ErrInvalid, text)
 }
 
 // Validate reports the first field of p that is out of range, wrapping
@@ -248,12 +177,6 @@ func (p Params) Validate() error {
 	if !(p.MinSpread >= 0 && p.MinSpread <= maxSpread) {
 		return fmt.Errorf("%w: MinSpread %v is not in [0, %g]", ErrInvalid, p.MinSpread, maxSpread)
 	}
-	if p.Combine < 0 || int(p.Combine) >= len(combineNames) {
-		return fmt.Errorf("%w: Combine %d is not one of CombineSum, CombineFisher", ErrInvalid, int(p.Combine))
-	}
-	if !(p.Shrink >= 0 && p.Shrink <= maxSmooth) {
-		return fmt.Errorf("%w: Shrink %v is not in [0, %g]", ErrInvalid, p.Shrink, maxSmooth)
-	}
 	if !(p.MinCount >= 0 && p.MinCount <= maxCount) {
 		return fmt.Errorf("%w: MinCount %v is not in [0, %g]", ErrInvalid, p.MinCount, maxCount)
 	}
@@ -271,8 +194,6 @@ type settings struct {
 	minCount            float64
 	minSpread           float64
 	mu                  float64
-	fisher              bool
-	shrink              float64
 }
 
 func (p Params) settings() settings {
@@ -288,8 +209,6 @@ func (p Params) settings() settings {
 		minCount:    clean(p.MinCount),
 		minSpread:   min(clean(p.MinSpread), maxSpread),
 		mu:          clean(p.Mu),
-		fisher:      p.Combine == CombineFisher,
-		shrink:      min(clean(p.Shrink), maxSmooth),
 	}
 }
 

@@ -166,10 +166,7 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 
 	// LogJoint accumulates the log-likelihood until the prior is added.
 	sum := r.LogJoint
-	// Fisher's method over more than two classes needs each feature's
-	// terms again at the end, so it keeps them as Explain does.
-	keep := record || s.fisher && k > 2
-	if !keep && (s.topN == 0 || len(fs) <= s.topN) {
+	if !record && (s.topN == 0 || len(fs) <= s.topN) {
 		for i := range fs {
 			n := e.terms(&fs[i])
 			if n == 0 {
@@ -224,14 +221,9 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 		}
 	}
 
-	r.norm = 1
-	if s.fisher {
-		r.fisher()
-		r.normalize()
-		return
-	}
 	// Dividing rather than multiplying by n^−β keeps a tiny n from
 	// overflowing: the sum shrinks with n.
+	r.norm = 1
 	if s.beta > 0 && r.Tokens > 0 {
 		r.norm = math.Pow(r.Tokens, s.beta)
 	}
@@ -239,45 +231,6 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 		sum[c] = r.LogPrior[c] + sum[c]/r.norm
 	}
 	r.normalize()
-}
-
-// fisher turns r.LogJoint from Σ ln f_c(w) over the features scored into
-// log I_c of CombineFisher.
-func (r *Result) fisher() {
-	k := len(r.LogJoint)
-	if r.Used == 0 {
-		for c := range r.LogJoint {
-			r.LogJoint[c] = -math.Ln2
-		}
-		return
-	}
-	// LogPosterior holds Σ ln(1 − f_c(w)) until normalize sets it. For two
-	// classes 1 − f_c is the other class's f, computed as precisely.
-	notF := r.LogPosterior
-	if k == 2 {
-		notF[0], notF[1] = r.LogJoint[1], r.LogJoint[0]
-	} else {
-		clear(notF)
-		for _, f := range r.cand {
-			t := r.terms[f.at : f.at+k]
-			for c := range t {
-				rest := math.Inf(-1)
-				for j, v := range t {
-					if j != c {
-						rest = logAddExp(rest, v)
-					}
-				}
-				notF[c] += rest
-			}
-		}
-	}
-	// Both tails are needed for each class: log I_c = log(H + 1 − S) − ln 2
-	// stays exact whichever of H and 1 − S is the larger.
-	for c := range r.LogJoint {
-		logH, _ := chi2Tails(-r.LogJoint[c], r.Used)
-		_, logNotS := chi2Tails(-notF[c], r.Used)
-		r.LogJoint[c] = logAddExp(logH, logNotS) - math.Ln2
-	}
 }
 
 // reset sizes r's per-class slices for classes, zeroed, and returns
@@ -330,8 +283,6 @@ type estimator struct {
 	lambda     float64
 	minCount   float64
 	minSpread  float64
-	fisher     bool
-	shrink     float64
 	complement bool
 	user       bool
 	mu         float64   // Dirichlet prior mass toward the pooled p(w), when > 0
@@ -352,9 +303,7 @@ func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
 		lambda:     s.lambda,
 		minCount:   s.minCount,
 		minSpread:  s.minSpread,
-		fisher:     s.fisher,
-		shrink:     s.shrink,
-		complement: s.complement && !s.fisher,
+		complement: s.complement,
 		user:       user,
 		mu:         s.mu,
 	}
@@ -366,7 +315,7 @@ func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
 
 	alphaV := s.alpha * min(max(clean(m.Vocabulary), 1), maxCount)
 	total := load(e.logDen, m.Global.Tokens)
-	if e.complement {
+	if s.complement {
 		complementOf(e.logDen, total)
 	}
 	if e.mu > 0 {
@@ -382,7 +331,7 @@ func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
 	}
 	if user {
 		total := load(e.logDenU, m.User.Tokens)
-		if e.complement {
+		if s.complement {
 			complementOf(e.logDenU, total)
 		}
 		for c, n := range e.logDenU {
@@ -461,10 +410,6 @@ func (e *estimator) terms(f *Feature) float64 {
 			e.g[c] = -e.g[c]
 		}
 	}
-	if e.fisher {
-		e.robinson(seen + seenU)
-		n = 1
-	}
 	if e.minSpread > 0 {
 		lo, hi := e.g[0], e.g[0]
 		for _, t := range e.g[1:] {
@@ -475,27 +420,4 @@ func (e *estimator) terms(f *Feature) float64 {
 		}
 	}
 	return n
-}
-
-// robinson turns e.g from log p(w|c) into log f_c(w) of CombineFisher, for
-// a feature seen in training seen times.
-func (e *estimator) robinson(seen float64) {
-	lse := math.Inf(-1)
-	for _, t := range e.g {
-		lse = logAddExp(lse, t)
-	}
-	if e.shrink == 0 {
-		for c := range e.g {
-			e.g[c] -= lse
-		}
-		return
-	}
-	// f_c = (s/K + n·q_c)/(s + n), summed in log space so that a tiny q_c
-	// keeps its digits.
-	logPrior := math.Log(e.shrink / float64(len(e.g)))
-	logSeen := math.Log(seen)
-	logDen := math.Log(e.shrink + seen)
-	for c := range e.g {
-		e.g[c] = logAddExp(logPrior, logSeen+e.g[c]-lse) - logDen
-	}
 }
