@@ -213,6 +213,7 @@ var settings = map[string]setting{
 	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
 	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
 	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
+	"field_names":  boolSetting("a token per header field name present", func(c *Config) *bool { return &c.Tokenize.FieldNames }),
 	"received":     boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
 	"urls":         boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
 	"html":         boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),
@@ -243,7 +244,7 @@ var settings = map[string]setting{
 			return "tf"
 		},
 	},
-	"headers": {doc: "header fields tokenized with their name as prefix, separated by '+' (none for no field)",
+	"headers": {doc: "header fields tokenized with their name as prefix, separated by '+' (none for no field, * for every other field)",
 		set: func(c *Config, v string) error {
 			c.Tokenize.Headers = []string{}
 			if v == "none" || v == "" {

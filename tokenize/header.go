@@ -204,6 +204,11 @@ func (st *state) headerTokens(r *headerReader) {
 		}
 		if spec, ok := st.t.headers[string(st.lname)]; ok {
 			st.field(spec, value)
+		} else if st.t.anyField && !verdictField(st.lname) && string(st.lname) != "received" {
+			st.field(headerSpec{kind: kindWords, prefix: string(st.lname) + ":"}, value)
+		}
+		if st.opts.FieldNames && !verdictField(st.lname) {
+			st.addBytes("field:", st.lname)
 		}
 	}
 	if r.bad {
@@ -570,4 +575,13 @@ func isHostname(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// verdictField reports whether a lower-case field name is one that filters
+// add with their verdict (X-Spam-*, X-Spamd-*, X-Bogosity...). A sender can
+// forge them and spamd removes them at delivery, so they are no evidence.
+func verdictField(name []byte) bool {
+	n := string(name)
+	return strings.HasPrefix(n, "x-spam") || strings.HasPrefix(n, "x-bogosity") ||
+		strings.HasPrefix(n, "x-crm114") || strings.HasPrefix(n, "x-rspamd")
 }

@@ -46,9 +46,15 @@ type Options struct {
 	// content becomes tokens prefixed with the field name. Address fields
 	// give their domains and display-name words, message-id its domain,
 	// date its time zone, content-type its media type and charset, and any
-	// other field its words. An empty, non-nil list tokenizes no field.
-	// Default: see DefaultOptions.
+	// other field its words. "*" stands for every field not named, but
+	// Received (see Received) and the verdicts other filters add
+	// (X-Spam-*, X-Bogosity...), which a sender can forge. An empty, non-nil
+	// list tokenizes no field. Default: see DefaultOptions.
 	Headers []string
+	// FieldNames adds a token per header field present ("field:x-mimeole"),
+	// but for the verdicts other filters add: which fields a mailer writes
+	// tells mailers apart whatever their values say.
+	FieldNames bool
 	// Received makes tokens of the hosts, domains and IP addresses named
 	// in Received trace fields, prefixed "received:". Default true.
 	Received bool
@@ -120,6 +126,7 @@ type Result struct {
 type Tokenizer struct {
 	opts     Options
 	headers  map[string]headerSpec // by lower-case field name
+	anyField bool                  // Headers holds "*"
 	fallback int                   // index in languages of FallbackLang, or -1
 	cache    *cache
 	pool     sync.Pool
@@ -154,6 +161,10 @@ func New(o Options) *Tokenizer {
 	}
 	for _, h := range o.Headers {
 		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "*" {
+			t.anyField = true
+			continue
+		}
 		t.headers[h] = specOf(h)
 	}
 	t.pool.New = func() any { return new(state) }

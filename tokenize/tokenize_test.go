@@ -386,6 +386,50 @@ func TestTokenizeOptions(t *testing.T) {
 	}
 }
 
+func TestHeaderStructure(t *testing.T) {
+	raw := readFixture(t, "list.eml")
+	tests := []struct {
+		name    string
+		set     func(*Options)
+		want    []string
+		wantNot []string
+	}{
+		{"named fields only", func(o *Options) {},
+			[]string{"subject:elternabend", "list-id:reformschule"},
+			[]string{"precedence:list", "x-mailman-version:2.1.9", "field:precedence"}},
+		{"every field", func(o *Options) { o.Headers = append(o.Headers, "*") },
+			[]string{"precedence:list", "x-mailman-version:2.1.9", "list-id:reformschule"},
+			[]string{"x-spam-status:bayes_00", "x-spam-status:no", "received:esmtp", "field:precedence"}},
+		{"every field alone", func(o *Options) { o.Headers = []string{"*"} },
+			[]string{"precedence:list", "subject:elternabend", "list-id:reformschule"},
+			[]string{"x-spam-status:no"}},
+		{"field names", func(o *Options) { o.FieldNames = true },
+			[]string{"field:precedence", "field:list-unsubscribe", "field:x-mailman-version", "field:received"},
+			[]string{"field:x-spam-status", "field:x-spam-level", "precedence:list"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Headers = []string{"subject", "list-id"}
+			tt.set(&o)
+			res, err := New(o).Tokenize(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tok := range tt.want {
+				if !slices.Contains(res.Tokens, tok) {
+					t.Errorf("token %q missing from %q", tok, res.Tokens)
+				}
+			}
+			for _, tok := range tt.wantNot {
+				if slices.Contains(res.Tokens, tok) {
+					t.Errorf("token %q present", tok)
+				}
+			}
+		})
+	}
+}
+
 func TestNewDefaults(t *testing.T) {
 	tok := New(Options{})
 	want := DefaultOptions()
