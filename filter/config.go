@@ -58,6 +58,10 @@ func DefaultConfig() Config {
 	// HTML tag and attribute tokens lost ranking quality: newsletters that
 	// are ham share the markup of spam.
 	tok.HTML = false
+	// Whole addresses, not only their domains: on the training side they
+	// cut (1-AUC)% by 8-18% and the FN rate at FP <= 0.1% by 13-25% on
+	// both corpora, online and in cross-validation (docs/evaluation.md).
+	tok.Mailboxes = true
 	tok.Headers = []string{
 		"subject", "from", "to", "cc", "reply-to", "return-path", "message-id",
 		"x-mailer", "user-agent", "content-type", "list-id",
@@ -214,6 +218,7 @@ var settings = map[string]setting{
 	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
 	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
 	"field_names":  boolSetting("a token per header field name present", func(c *Config) *bool { return &c.Tokenize.FieldNames }),
+	"mailboxes":    boolSetting("a token per whole e-mail address in address fields and Received recipients", func(c *Config) *bool { return &c.Tokenize.Mailboxes }),
 	"received":     boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
 	"urls":         boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
 	"html":         boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),

@@ -24,6 +24,7 @@ func ExampleTokenizer_Tokenize() {
 	// from:deals
 	// from:mail.example.com
 	// from:example.com
+	// from:addr:offers@mail.example.com
 	// subject:cheap
 	// subject:watches
 	// content-type:text/plain

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/emersion/go-message/charset"
 )
@@ -352,6 +353,9 @@ func (st *state) addresses(prefix string, v []byte) {
 		}
 		if at := bytes.LastIndexByte(addr, '@'); at >= 0 {
 			st.host(prefix, addr[at+1:])
+			if st.opts.Mailboxes {
+				st.mailbox(prefix, addr)
+			}
 		}
 		if len(addr) > 0 && count < maxRecipientCount {
 			count++
@@ -497,6 +501,13 @@ func (st *state) received(v []byte) {
 		w = st.recv
 		switch string(w) {
 		case "for":
+			if st.opts.Mailboxes {
+				if lt := bytes.IndexByte(v, '<'); lt >= 0 {
+					if gt := bytes.IndexByte(v[lt:], '>'); gt > 0 {
+						st.mailbox("received:", v[lt+1:lt+gt])
+					}
+				}
+			}
 			return // the recipient, always last
 		case "id", "with", "via":
 			skip = true
@@ -584,4 +595,24 @@ func verdictField(name []byte) bool {
 	n := string(name)
 	return strings.HasPrefix(n, "x-spam") || strings.HasPrefix(n, "x-bogosity") ||
 		strings.HasPrefix(n, "x-crm114") || strings.HasPrefix(n, "x-rspamd")
+}
+
+// maxMailbox bounds the addresses made tokens: longer ones are built to
+// flood the token space, not used.
+const maxMailbox = 100
+
+// mailbox adds prefix + "addr:" + the address in lower case, for a
+// well-formed address of one local part and a host name.
+func (st *state) mailbox(prefix string, addr []byte) {
+	addr = bytes.TrimSpace(addr)
+	at := bytes.LastIndexByte(addr, '@')
+	if at <= 0 || len(addr) > maxMailbox || !utf8.Valid(addr) || bytes.ContainsAny(addr, " \t\r\n<>") {
+		return
+	}
+	st.hbuf = lowerASCII(st.hbuf[:0], addr[at+1:])
+	if !isHostname(st.hbuf) {
+		return
+	}
+	st.mbuf = lowerASCII(append(append(st.mbuf[:0], prefix...), "addr:"...), addr)
+	st.addBytes("", st.mbuf)
 }

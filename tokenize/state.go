@@ -40,7 +40,7 @@ type state struct {
 	wd     mime.WordDecoder
 
 	// Scratch space.
-	wbuf, nbuf, lbuf, key, hbuf, lname, recv, part []byte
+	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part []byte
 	runes                                          []rune
 	seenTags                                       []atom.Atom // HTML tag and attribute names already made tokens of
 	seenAttrs                                      []string

@@ -55,6 +55,13 @@ type Options struct {
 	// but for the verdicts other filters add: which fields a mailer writes
 	// tells mailers apart whatever their values say.
 	FieldNames bool
+	// Mailboxes adds a token per whole address in the address fields
+	// ("to:addr:alice@example.org") and for the envelope recipient a
+	// Received field names ("received:addr:..."): which of a user's
+	// addresses a message was sent to, and from which sender, tell
+	// harvested addresses and known correspondents apart where domains
+	// cannot. Default true.
+	Mailboxes bool
 	// Received makes tokens of the hosts, domains and IP addresses named
 	// in Received trace fields, prefixed "received:". Default true.
 	Received bool
@@ -100,6 +107,7 @@ func DefaultOptions() Options {
 		FallbackLang: "en",
 		Headers:      append([]string(nil), defaultHeaders...),
 		Received:     true,
+		Mailboxes:    true,
 		URLs:         true,
 		HTML:         true,
 	}

@@ -403,6 +403,12 @@ func TestHeaderStructure(t *testing.T) {
 		{"every field alone", func(o *Options) { o.Headers = []string{"*"} },
 			[]string{"precedence:list", "subject:elternabend", "list-id:reformschule"},
 			[]string{"x-spam-status:no"}},
+		{"mailboxes", func(o *Options) { o.Headers = append(o.Headers, "from", "to") },
+			[]string{"from:addr:carla@example.com", "to:addr:reform@lists.example.org", "received:addr:bob@example.net"},
+			nil},
+		{"mailboxes off", func(o *Options) { o.Headers = append(o.Headers, "from", "to"); o.Mailboxes = false },
+			[]string{"from:example.com"},
+			[]string{"from:addr:carla@example.com", "received:addr:bob@example.net"}},
 		{"field names", func(o *Options) { o.FieldNames = true },
 			[]string{"field:precedence", "field:list-unsubscribe", "field:x-mailman-version", "field:received"},
 			[]string{"field:x-spam-status", "field:x-spam-level", "precedence:list"}},
@@ -425,6 +431,46 @@ func TestHeaderStructure(t *testing.T) {
 				if slices.Contains(res.Tokens, tok) {
 					t.Errorf("token %q present", tok)
 				}
+			}
+		})
+	}
+}
+
+func TestMailbox(t *testing.T) {
+	long := strings.Repeat("a", 95) + "@example.org"
+	tests := []struct {
+		name, to string
+		want     string // "" for no address token
+	}{
+		{"plain", "Alice@Example.ORG", "to:addr:alice@example.org"},
+		{"display name", `"Alice" <alice@example.org>`, "to:addr:alice@example.org"},
+		{"no at", "alice", ""},
+		{"empty local part", "<@example.org>", ""},
+		{"not a host", "<alice@exa mple>", ""},
+		{"too long", "<" + long + ">", ""},
+		{"non-ascii local part", "<jörg@example.org>", "to:addr:jörg@example.org"},
+	}
+	o := DefaultOptions()
+	o.Headers = []string{"to"}
+	o.Received = false
+	tok := New(o)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := tok.Tokenize([]byte("To: " + tt.to + "\r\nSubject: x\r\n\r\nbody\r\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range res.Tokens {
+				if strings.HasPrefix(s, "to:addr:") {
+					got = append(got, s)
+				}
+			}
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Errorf("address tokens %q, want none", got)
+			case tt.want != "" && !slices.Equal(got, []string{tt.want}):
+				t.Errorf("address tokens %q, want %q", got, tt.want)
 			}
 		})
 	}
