@@ -41,9 +41,9 @@ type state struct {
 
 	// Scratch space.
 	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part []byte
-	runes                                          []rune
-	seenTags                                       []atom.Atom // HTML tag and attribute names already made tokens of
-	seenAttrs                                      []string
+	runes                                                []rune
+	seenTags                                             []atom.Atom // HTML tag and attribute names already made tokens of
+	seenAttrs                                            []string
 }
 
 // mark is a ready token to be put at a position of state.text.
