@@ -47,6 +47,7 @@ type Options struct {
 type Bag struct {
 	hashes []Hash
 	counts []uint32
+	head   int // features made by the tokens before NewSplit's split
 	// Names maps a hash back to its token; nil unless Options.KeepNames.
 	Names map[Hash]string
 }
@@ -62,6 +63,11 @@ func (b Bag) Total() uint64 {
 	}
 	return n
 }
+
+// Head returns how many of the bag's first features came from the tokens
+// before the split NewSplit was given: the message's header, when the
+// tokens are a tokenizer's. It is 0 for a bag built by New.
+func (b Bag) Head() int { return b.head }
 
 // Hashes returns the bag's distinct features. The slice is the bag's own
 // and must not be changed.
@@ -90,14 +96,24 @@ func (b Bag) Name(h Hash) string {
 }
 
 // New builds the bag of tokens.
-func New(tokens []string, o Options) Bag {
+func New(tokens []string, o Options) Bag { return NewSplit(tokens, 0, o) }
+
+// NewSplit builds the bag of tokens, of which the first split are one part
+// of the message (its header) and the rest another: no sparse bigram spans
+// the two, and Head tells where the first part's features end. A token of
+// the second part that also occurs in the first counts as the first's.
+func NewSplit(tokens []string, split int, o Options) Bag {
+	split = min(max(split, 0), len(tokens))
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
 	bd := newBuilder(len(tokens)*(1+pairs), o)
 	if pairs == 0 {
-		for _, t := range tokens {
+		for i, t := range tokens {
+			if i == split {
+				bd.head = len(bd.order)
+			}
 			bd.add(HashOf(t), t)
 		}
-		return bd.bag()
+		return bd.bag(split == len(tokens))
 	}
 	// Each token's field is looked at by up to OSB-1 pairs; finding it
 	// once per token halves the scanning for ':'.
@@ -107,8 +123,14 @@ func New(tokens []string, o Options) Bag {
 	}
 	var d xxhash.Digest
 	for i, t := range tokens {
+		end := len(tokens)
+		if i < split {
+			end = split
+		} else if i == split {
+			bd.head = len(bd.order)
+		}
 		bd.add(HashOf(t), t)
-		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
+		for dist := 1; dist <= pairs && i+dist < end; dist++ {
 			if fields[i+dist] != fields[i] {
 				break
 			}
@@ -127,7 +149,7 @@ func New(tokens []string, o Options) Bag {
 			bd.add(Hash(d.Sum64()), name)
 		}
 	}
-	return bd.bag()
+	return bd.bag(split == len(tokens))
 }
 
 // builder collects a bag's features in slices, finding repeats through an
@@ -140,6 +162,7 @@ type builder struct {
 	order   []Hash
 	counts  []uint32
 	names   map[Hash]string
+	head    int
 }
 
 func newBuilder(features int, o Options) *builder {
@@ -184,8 +207,12 @@ func (bd *builder) add(h Hash, t string) {
 	}
 }
 
-func (bd *builder) bag() Bag {
-	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names}
+// bag returns the bag built; all marks a split after the last token.
+func (bd *builder) bag(all bool) Bag {
+	if all {
+		bd.head = len(bd.order)
+	}
+	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names, head: bd.head}
 }
 
 // MaxOSB is the widest window of sparse bigrams, far past any that helps.

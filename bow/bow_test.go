@@ -77,6 +77,48 @@ func TestNew(t *testing.T) {
 	}
 }
 
+func TestNewSplit(t *testing.T) {
+	// The header ends in a token of the same field as the body's first, so
+	// only the split keeps them from pairing.
+	tokens := []string{"subject:cheap", "subject:watch", "meta:x", "meta:y", "buy", "subject:cheap"}
+	for _, tc := range []struct {
+		name  string
+		split int
+		head  []string // features before Head, in order
+	}{
+		{"whole bag", 0, nil},
+		{"header and body", 3, []string{"subject:cheap", "subject:cheap~subject:watch", "subject:watch", "meta:x"}},
+		{"split inside a field", 4, []string{"subject:cheap", "subject:cheap~subject:watch", "subject:watch", "meta:x", "meta:x~meta:y", "meta:y"}},
+		{"all header", 6, []string{"subject:cheap", "subject:cheap~subject:watch", "subject:watch", "meta:x", "meta:x~meta:y", "meta:y", "buy"}},
+		{"beyond the end", 99, []string{"subject:cheap", "subject:cheap~subject:watch", "subject:watch", "meta:x", "meta:x~meta:y", "meta:y", "buy"}},
+		{"negative", -1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewSplit(tokens, tc.split, Options{OSB: 2, KeepNames: true})
+			var head []string
+			for _, h := range b.Hashes()[:b.Head()] {
+				head = append(head, b.Name(h))
+			}
+			if !slices.Equal(head, tc.head) {
+				t.Errorf("head features %q, want %q", head, tc.head)
+			}
+			for _, h := range b.Hashes() {
+				if n := b.Name(h); n == "meta:x~meta:y" && tc.split == 3 {
+					t.Errorf("pair %q spans the split", n)
+				}
+			}
+			// The last token repeats the first: one feature, counted in
+			// the header, whatever the split.
+			if got := b.Map()[HashOf("subject:cheap")]; got != 2 {
+				t.Errorf("subject:cheap counted %d times, want 2", got)
+			}
+		})
+	}
+	if New(tokens, Options{}).Head() != 0 {
+		t.Error("New: Head != 0")
+	}
+}
+
 func TestNamesOnlyWhenAsked(t *testing.T) {
 	b := New([]string{"a", "b"}, Options{})
 	if b.Names != nil {

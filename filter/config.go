@@ -48,6 +48,10 @@ type Config struct {
 	// unsure, which the milter never rejects. A model of a dozen messages
 	// is right most of the time, but not sure enough to turn mail away.
 	MinTrained int
+	// SplitHeader scores a message's header and body as two parts, each
+	// length-normalized on its own (nb.Feature.Part), so that a long body
+	// cannot drown the header's evidence of sender, route and recipient.
+	SplitHeader bool
 }
 
 // DefaultConfig returns the settings the product ships with, chosen by
@@ -100,6 +104,10 @@ func DefaultConfig() Config {
 		// messages (lam% 0.718 -> 0.571 on the training side; 5 gave
 		// 0.563, the same within a message, and is less safe).
 		MinTrained: 10,
+		// Header and body as two witnesses: on the training side of both
+		// corpora, online and in cross-validation, (1-AUC)% fell by 25-55%
+		// (docs/evaluation.md).
+		SplitHeader: true,
 	}
 }
 
@@ -219,6 +227,7 @@ var settings = map[string]setting{
 	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
 	"field_names":  boolSetting("a token per header field name present", func(c *Config) *bool { return &c.Tokenize.FieldNames }),
 	"mailboxes":    boolSetting("a token per whole e-mail address in address fields and Received recipients", func(c *Config) *bool { return &c.Tokenize.Mailboxes }),
+	"split_header": boolSetting("length-normalize the header's and the body's evidence each on its own", func(c *Config) *bool { return &c.SplitHeader }),
 	"received":     boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
 	"urls":         boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
 	"html":         boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),

@@ -93,7 +93,7 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 	o.KeepNames = names
 	return Prepared{
 		Digest:    tokenize.Digest(raw),
-		Bag:       bow.New(res.Tokens, o),
+		Bag:       bow.NewSplit(res.Tokens, res.Header, o),
 		Lang:      res.Lang,
 		Truncated: res.Truncated,
 		Problems:  res.Problems,
@@ -271,6 +271,9 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 	for i, h := range hashes {
 		row := buf[i*width : (i+1)*width]
 		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i]), Global: remap(row[:k], gc[i], gmap)}
+		if f.cfg.SplitHeader && i >= bag.Head() {
+			fs[i].Part = 1
+		}
 		if bag.Names != nil {
 			fs[i].Name = bag.Names[h]
 		}

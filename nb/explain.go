@@ -16,7 +16,8 @@ type Contribution struct {
 	// complement mode, the difference of the complement weights.
 	LogRatio float64
 	// Weight is the feature's share of Result.LogOdds: Count · LogRatio,
-	// divided by n^β under length normalization.
+	// divided by n^β of its part (Feature.Part) under length
+	// normalization.
 	Weight float64
 }
 
@@ -57,7 +58,7 @@ func (m *Model) Explain(fs []Feature, n int) Explanation {
 		var list []Contribution
 		for _, c := range r.cand {
 			ratio := r.terms[c.at+i] - r.terms[c.at+j]
-			w := c.count * ratio / r.norm
+			w := c.count * ratio / r.norm[partOf(&fs[c.feat])]
 			if w <= 0 {
 				continue
 			}

@@ -22,7 +22,20 @@ type Feature struct {
 	// User[c] is the token's count in class c of the user's model, like
 	// Global. It is ignored when the model has no user data.
 	User []float64
+	// Part is the part of the message the feature came from, 0 or 1 (a
+	// mail's header and body): under Params.Normalize each part's
+	// log-likelihood is divided by its own n^β. A body of thousands of
+	// tokens then cannot drown the few header tokens that tell who sent
+	// the message to whom, and a part's correlated tokens count as one
+	// witness, not as hundreds. Values above 1 count as 1.
+	Part int
 }
+
+// parts is the number of message parts Feature.Part distinguishes.
+const parts = 2
+
+// partOf returns the part of f, in [0, parts).
+func partOf(f *Feature) int { return min(max(f.Part, 0), parts-1) }
 
 // Result is the outcome of scoring one message. Its slices are indexed like
 // Classes.
@@ -33,7 +46,8 @@ type Result struct {
 	LogPrior []float64
 	// LogJoint[c] is log P(c) + Σ_w count_w · log p(w|c) over the features
 	// scored: log p(x, c) up to a constant, the score of the method. With
-	// Params.Normalize the sum is divided by n^β; with Params.Complement
+	// Params.Normalize the sum over each part of the message
+	// (Feature.Part) is divided by that part's n^β; with Params.Complement
 	// each log p(w|c) is replaced by −log p̃(w|¬c).
 	LogJoint []float64
 	// LogPosterior[c] is log P(c|x), LogJoint normalized.
@@ -48,10 +62,12 @@ type Result struct {
 	// Tokens is n, the sum of the counts of the features scored.
 	Tokens float64
 
-	norm  float64     // n^β, what the summed log-likelihood was divided by
-	buf   []float64   // backing array of the per-class slices
-	cand  []candidate // features scored, when recorded
-	terms []float64   // their per-class terms, at candidate.at
+	norm  [parts]float64   // n^β of each part, what its log-likelihood was divided by
+	sums  [parts][]float64 // per-class log-likelihood of each part
+	n     [parts]float64   // token occurrences scored in each part
+	buf   []float64        // backing array of the per-class slices
+	cand  []candidate      // features scored, when recorded
+	terms []float64        // their per-class terms, at candidate.at
 }
 
 // Index returns the index of class in r.Classes, or -1.
@@ -172,11 +188,12 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 			if n == 0 {
 				continue
 			}
+			p := partOf(&fs[i])
 			for c, t := range e.g {
-				sum[c] += n * t
+				r.sums[p][c] += n * t
 			}
 			r.Used++
-			r.Tokens += n
+			r.n[p] += n
 		}
 	} else {
 		// With TopN, r.cand is a heap of the best features so far, the
@@ -213,22 +230,29 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 			slices.SortFunc(r.cand, func(a, b candidate) int { return cmp.Compare(a.feat, b.feat) })
 		}
 		for _, f := range r.cand {
+			p := partOf(&fs[f.feat])
 			for c, t := range r.terms[f.at : f.at+k] {
-				sum[c] += f.count * t
+				r.sums[p][c] += f.count * t
 			}
 			r.Used++
-			r.Tokens += f.count
+			r.n[p] += f.count
 		}
 	}
 
 	// Dividing rather than multiplying by n^−β keeps a tiny n from
 	// overflowing: the sum shrinks with n.
-	r.norm = 1
-	if s.beta > 0 && r.Tokens > 0 {
-		r.norm = math.Pow(r.Tokens, s.beta)
+	for p := range parts {
+		r.norm[p] = 1
+		if s.beta > 0 && r.n[p] > 0 {
+			r.norm[p] = math.Pow(r.n[p], s.beta)
+		}
+		r.Tokens += r.n[p]
+		for c := range sum {
+			sum[c] += r.sums[p][c] / r.norm[p]
+		}
 	}
 	for c := range sum {
-		sum[c] = r.LogPrior[c] + sum[c]/r.norm
+		sum[c] += r.LogPrior[c]
 	}
 	r.normalize()
 }
@@ -238,7 +262,7 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 func (r *Result) reset(classes []string) []float64 {
 	k := len(classes)
 	const exported, scratch = 4, estimatorSlices
-	need := (exported + scratch) * k
+	need := (exported + parts + scratch) * k
 	if cap(r.buf) < need {
 		r.buf = make([]float64, need)
 	}
@@ -249,6 +273,10 @@ func (r *Result) reset(classes []string) []float64 {
 	r.LogJoint, b = b[:k:k], b[k:]
 	r.LogPosterior, b = b[:k:k], b[k:]
 	r.Posterior, b = b[:k:k], b[k:]
+	for p := range parts {
+		r.sums[p], b = b[:k:k], b[k:]
+	}
+	r.n = [parts]float64{}
 	r.Used, r.Tokens = 0, 0
 	r.cand, r.terms = r.cand[:0], r.terms[:0]
 	return b

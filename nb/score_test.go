@@ -237,6 +237,85 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
+func TestParts(t *testing.T) {
+	// d5 is "money money money work lunch": money (count 3) is put in
+	// part 0, work and lunch in part 1.
+	split := func() []Feature {
+		fs := d5()
+		for i := range fs {
+			if fs[i].Name != "money" {
+				fs[i].Part = 1
+			}
+		}
+		return fs
+	}
+	plain := spamExample()
+	plain.Params.Normalize = 1
+	for _, tc := range []struct {
+		name string
+		beta float64
+		fs   func() []Feature
+		// want returns LogJoint[c] from the per-part log-likelihoods
+		// of class c.
+		want func(money, rest float64) float64
+	}{
+		{"one part", 1, d5, func(m, r float64) float64 { return (m + r) / 5 }},
+		{"two parts, average token", 1, split, func(m, r float64) float64 { return m/3 + r/2 }},
+		{"two parts, square root", 0.5, split, func(m, r float64) float64 { return m/math.Sqrt(3) + r/math.Sqrt(2) }},
+		{"two parts, no normalization", 0, split, func(m, r float64) float64 { return m + r }},
+		{"part beyond 1 is 1", 1, func() []Feature {
+			fs := split()
+			for i := range fs {
+				fs[i].Part *= 7
+			}
+			return fs
+		}, func(m, r float64) float64 { return m/3 + r/2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := spamExample()
+			m.Params.Normalize = tc.beta
+			r := m.Score(tc.fs())
+			ex := m.Explain(tc.fs(), 0)
+			for c := range r.LogJoint {
+				// Per-part log-likelihoods from single-feature scores
+				// without normalization.
+				var money, rest float64
+				for _, f := range d5() {
+					m0 := spamExample()
+					one := m0.Score([]Feature{f})
+					ll := one.LogJoint[c] - one.LogPrior[c]
+					if f.Name == "money" {
+						money += ll
+					} else {
+						rest += ll
+					}
+				}
+				want := r.LogPrior[c] + tc.want(money, rest)
+				if !near(r.LogJoint[c], want, 1e-12) {
+					t.Errorf("LogJoint[%d] = %v, want %v", c, r.LogJoint[c], want)
+				}
+			}
+			// Explain's weights still add up to the log-odds.
+			for i := range r.Classes {
+				sum := r.LogPrior[i] - r.LogPrior[ex.Rival[i]]
+				for _, w := range ex.Toward[i] {
+					sum += w.Weight
+				}
+				j := ex.Rival[i]
+				for _, w := range ex.Toward[j] {
+					sum -= w.Weight
+				}
+				if !near(sum, r.LogOdds(r.Classes[i]), 1e-12) {
+					t.Errorf("weights toward %s add to %v, log-odds %v", r.Classes[i], sum, r.LogOdds(r.Classes[i]))
+				}
+			}
+			if r.Tokens != 5 || r.Used != 3 {
+				t.Errorf("Tokens %v, Used %d, want 5, 3", r.Tokens, r.Used)
+			}
+		})
+	}
+}
+
 func TestTopN(t *testing.T) {
 	// Spreads: money |log(6/14) − log(2/9)| ≈ 0.66, work and lunch
 	// |log(1/14) − log(2/9)| ≈ 1.14; work wins the tie by its lower Hash.

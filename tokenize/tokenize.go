@@ -118,6 +118,9 @@ type Result struct {
 	// Tokens in message order: header tokens first, then the body parts in
 	// MIME order, then meta tokens about problems met.
 	Tokens []string
+	// Header is the number of Tokens made from the top-level header
+	// section; the rest come from the body.
+	Header int
 	// Lang is the detected language of the body text as an ISO 639-1 code
 	// such as "en", or "" if unknown.
 	Lang string
@@ -199,6 +202,7 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 		return Result{}, fmt.Errorf("tokenize %d bytes: %w: %s", len(raw), ErrMalformed, describeStart(raw))
 	}
 	st.headerTokens(&hdr)
+	header := len(st.tokens)
 	st.collecting = true
 	st.body(hdr.rest(), st.top, 0)
 	st.collecting = false
@@ -206,6 +210,7 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 
 	res := Result{
 		Tokens:    st.tokens,
+		Header:    header,
 		Lang:      st.lang,
 		Truncated: st.truncated,
 		Problems:  st.problems,

@@ -436,6 +436,30 @@ func TestHeaderStructure(t *testing.T) {
 	}
 }
 
+func TestHeaderCount(t *testing.T) {
+	for _, name := range []string{"plain.eml", "list.eml", "html-only.eml", "nested.eml"} {
+		t.Run(name, func(t *testing.T) {
+			res, err := New(DefaultOptions()).Tokenize(readFixture(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Header <= 0 || res.Header >= len(res.Tokens) {
+				t.Fatalf("Header %d of %d tokens", res.Header, len(res.Tokens))
+			}
+			// Header tokens all carry a field prefix; the body's first
+			// token is where the body walk began.
+			for _, tok := range res.Tokens[:res.Header] {
+				if !strings.Contains(tok, ":") {
+					t.Errorf("header token %q has no field prefix", tok)
+				}
+			}
+			if got := res.Tokens[res.Header-1]; !strings.HasPrefix(got, "meta:") {
+				t.Errorf("last header token %q, want a meta: token of the header section", got)
+			}
+		})
+	}
+}
+
 func TestMailbox(t *testing.T) {
 	long := strings.Repeat("a", 95) + "@example.org"
 	tests := []struct {
