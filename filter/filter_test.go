@@ -132,6 +132,9 @@ func TestMinTrained(t *testing.T) {
 				}
 			}
 			f.cfg.MinTrained = tc.min
+			// Without the unsure band, only min_trained makes a verdict
+			// unsure.
+			f.cfg.UnsureLow, f.cfg.UnsureHigh = 0, 0
 			v, err := f.Classify(ctx, tc.user, spam, ClassifyOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -147,6 +150,7 @@ func TestMinTrainedIgnoresOtherClasses(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Classes = append(cfg.Classes, "newsletter") // named, never trained
 	cfg.MinTrained = 4
+	cfg.UnsureLow, cfg.UnsureHigh = 0, 0
 	f := trainedFilterWith(t, store.NewMemory(), cfg)
 	ctx := context.Background()
 	v, err := f.Classify(ctx, "", msg(999, "offer", "cheap pills discount order now free money"), ClassifyOptions{})
