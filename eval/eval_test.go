@@ -210,7 +210,7 @@ func TestSweepAndOutputs(t *testing.T) {
 	}
 	for _, plot := range []error{
 		PlotROC(dir, "test", r.Records),
-		PlotHistogram(dir, "test", r.Records, 0),
+		PlotHistogram(dir, "test", r.Records, Mark{"threshold", 0}),
 		PlotCurve(dir, "test", pts),
 	} {
 		if plot != nil {

@@ -75,9 +75,15 @@ func leftY(pts plotter.XYs, floor float64) float64 {
 	return y
 }
 
+// Mark is a named score drawn across a histogram, such as a threshold.
+type Mark struct {
+	Name  string
+	Score float64
+}
+
 // PlotHistogram draws the distribution of scores per class to
-// dir/scores.{svg,png}.
-func PlotHistogram(dir, title string, rs []Record, threshold float64) error {
+// dir/scores.{svg,png}, with a dashed line at each mark.
+func PlotHistogram(dir, title string, rs []Record, marks ...Mark) error {
 	var spam, ham plotter.Values
 	for _, r := range rs {
 		s := math.Max(-60, math.Min(60, r.Score)) // keep outliers on the chart
@@ -108,13 +114,16 @@ func PlotHistogram(dir, title string, rs []Record, threshold float64) error {
 		p.Add(h)
 		p.Legend.Add(set.name, h)
 	}
-	t, err := plotter.NewLine(plotter.XYs{{X: threshold, Y: 0}, {X: threshold, Y: float64(len(rs)) / 8}})
-	if err != nil {
-		return err
+	for i, m := range marks {
+		t, err := plotter.NewLine(plotter.XYs{{X: m.Score, Y: 0}, {X: m.Score, Y: float64(len(rs)) / 8}})
+		if err != nil {
+			return err
+		}
+		// Dashes of different lengths tell the marks apart in black and white.
+		t.Dashes = []vg.Length{vg.Points(float64(4 + 4*i)), vg.Points(3)}
+		p.Add(t)
+		p.Legend.Add(m.Name, t)
 	}
-	t.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(t)
-	p.Legend.Add("threshold", t)
 	p.Legend.Top = true
 	return savePlot(p, dir, "scores")
 }

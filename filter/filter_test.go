@@ -122,7 +122,11 @@ func TestMinTrained(t *testing.T) {
 		{"not met by the two together", 7, "alice", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := trainedFilter(t, store.NewMemory())
+			// Without the unsure band, only min_trained makes a verdict
+			// unsure.
+			cfg := DefaultConfig()
+			cfg.UnsureLow, cfg.UnsureHigh = 0, 0
+			f := trainedFilterWith(t, store.NewMemory(), cfg)
 			for i := range 2 {
 				if _, err := f.Learn(ctx, "alice", msg(500+i, "offer", spamBodies[i]+" again"), Spam); err != nil {
 					t.Fatal(err)
@@ -132,9 +136,6 @@ func TestMinTrained(t *testing.T) {
 				}
 			}
 			f.cfg.MinTrained = tc.min
-			// Without the unsure band, only min_trained makes a verdict
-			// unsure.
-			f.cfg.UnsureLow, f.cfg.UnsureHigh = 0, 0
 			v, err := f.Classify(ctx, tc.user, spam, ClassifyOptions{})
 			if err != nil {
 				t.Fatal(err)

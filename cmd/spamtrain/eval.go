@@ -137,7 +137,11 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err := eval.PlotROC(*plots, title, r.Records); err != nil {
 			return err
 		}
-		if err := eval.PlotHistogram(*plots, title, r.Records, cfg.Threshold()); err != nil {
+		marks := []eval.Mark{{Name: "cost threshold", Score: cfg.Threshold()}}
+		if cfg.UnsureHigh > cfg.UnsureLow {
+			marks = append(marks, eval.Mark{Name: "unsure from", Score: cfg.UnsureLow}, eval.Mark{Name: "spam from", Score: cfg.UnsureHigh})
+		}
+		if err := eval.PlotHistogram(*plots, title, r.Records, marks...); err != nil {
 			return err
 		}
 		if pts != nil {
