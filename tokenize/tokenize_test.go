@@ -145,16 +145,7 @@ func TestTokenizeFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range tt.want {
-				if !slices.Contains(res.Tokens, w) {
-					t.Errorf("token %q missing from %q", w, res.Tokens)
-				}
-			}
-			for _, w := range tt.wantNot {
-				if slices.Contains(res.Tokens, w) {
-					t.Errorf("token %q present", w)
-				}
-			}
+			checkTokens(t, res.Tokens, tt.want, tt.wantNot)
 			if tt.lang != "" && res.Lang != tt.lang {
 				t.Errorf("Lang = %q, want %q", res.Lang, tt.lang)
 			}
@@ -422,17 +413,24 @@ func TestHeaderStructure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, tok := range tt.want {
-				if !slices.Contains(res.Tokens, tok) {
-					t.Errorf("token %q missing from %q", tok, res.Tokens)
-				}
-			}
-			for _, tok := range tt.wantNot {
-				if slices.Contains(res.Tokens, tok) {
-					t.Errorf("token %q present", tok)
-				}
-			}
+			checkTokens(t, res.Tokens, tt.want, tt.wantNot)
 		})
+	}
+}
+
+// checkTokens reports each token of want missing from got and each of
+// wantNot present in it.
+func checkTokens(t *testing.T, got, want, wantNot []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("token %q missing from %q", w, got)
+		}
+	}
+	for _, w := range wantNot {
+		if slices.Contains(got, w) {
+			t.Errorf("token %q present", w)
+		}
 	}
 }
 
