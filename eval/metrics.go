@@ -55,6 +55,9 @@ type Metrics struct {
 	// LogLik is the mean held-out log-likelihood of the gold labels,
 	// log P(gold|x) in nats per message, from the scores.
 	LogLik float64 `json:"log_likelihood"`
+	// CalibrationError is the expected calibration error of the spam
+	// probabilities the scores stand for, over 10 bins (see Reliability).
+	CalibrationError float64 `json:"calibration_error"`
 }
 
 // Compute returns the metrics of rs.
@@ -102,6 +105,7 @@ func Compute(rs []Record) Metrics {
 	if m.N > 0 {
 		m.LogLik = ll / float64(m.N)
 	}
+	m.CalibrationError = CalibrationError(Reliability(rs, calibrationBins))
 	return m
 }
 

@@ -63,6 +63,51 @@ func PlotROC(dir, title string, rs []Record) error {
 	return savePlot(p, dir, "roc")
 }
 
+// PlotReliability draws the reliability diagram of rs to
+// dir/reliability.{svg,png}: for each tenth of predicted spam probability,
+// the share of its messages that is spam, against the diagonal a
+// calibrated filter follows. Each point is labelled with its number of
+// messages, since the middle bins of a confident filter hold few.
+func PlotReliability(dir, title string, rs []Record) error {
+	bins := Reliability(rs, calibrationBins)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s — reliability (calibration error %.3f)", title, CalibrationError(bins))
+	p.X.Label.Text = "predicted P(spam)"
+	p.Y.Label.Text = "observed share of spam"
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
+	diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+	if err != nil {
+		return err
+	}
+	diag.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	var pts plotter.XYs
+	var labels []string
+	for _, b := range bins {
+		if b.N > 0 {
+			pts = append(pts, plotter.XY{X: b.Predicted, Y: b.Observed})
+			labels = append(labels, fmt.Sprint(b.N))
+		}
+	}
+	p.Add(diag, plotter.NewGrid())
+	p.Legend.Add("calibrated", diag)
+	if len(pts) > 0 {
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		l.Color, s.Color = spamColor, spamColor
+		p.Add(l, s)
+		p.Legend.Add("spamd", l, s)
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
+		if err != nil {
+			return err
+		}
+		p.Add(lb)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	return savePlot(p, dir, "reliability")
+}
+
 // leftY returns the true positive rate where the curve leaves the FP-rate
 // floor: the highest point drawn at the floor.
 func leftY(pts plotter.XYs, floor float64) float64 {

@@ -144,6 +144,9 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err := eval.PlotHistogram(*plots, title, r.Records, marks...); err != nil {
 			return err
 		}
+		if err := eval.PlotReliability(*plots, title, r.Records); err != nil {
+			return err
+		}
 		if pts != nil {
 			if err := eval.PlotCurve(*plots, "spamd", pts); err != nil {
 				return err
@@ -162,7 +165,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		printCurve(e.stdout, pts)
 	}
 	if *plots != "" {
-		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(*plots, "{roc,scores,learning}.{svg,png}"))
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(*plots, "{roc,scores,reliability,learning}.{svg,png}"))
 	}
 	return nil
 }
@@ -238,6 +241,7 @@ func printReport(w io.Writer, r *eval.Report) {
 	row("F1", fmt.Sprintf("%.4f", m.F1), "")
 	row("unsure", fmt.Sprintf("%d (%.2f%%)", m.Unsure, 100*m.UnsureRate), "")
 	row("log-likelihood", fmt.Sprintf("%.4f nats/message", m.LogLik), "")
+	row("calibration error", fmt.Sprintf("%.4f (mean |observed − predicted| P(spam), 10 bins)", m.CalibrationError), "")
 	tw.Flush()
 }
 
