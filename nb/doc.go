@@ -43,6 +43,10 @@
 // default so that they can be chosen by cross-validation: length
 // normalization, scoring by the TopN most telling tokens only, complement
 // naive Bayes (Rennie et al., 2003) and a minimum training count per token.
+// Features may belong to two parts of a message (Feature.Part, a mail's
+// header and body); length normalization then divides each part's
+// log-likelihood by its own n^β, so that the parts weigh as two witnesses
+// whatever their lengths.
 //
 // # Decisions
 //
