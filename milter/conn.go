@@ -48,7 +48,17 @@ func (c *conn) Read(b []byte) (int, error) {
 	if c.closed.Load() {
 		return 0, io.EOF
 	}
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.read)); err != nil {
+	// The deadline is set under mu so that drain cannot shorten it between
+	// the check and the setting.
+	c.mu.Lock()
+	idle := c.draining && !c.busy
+	wait := c.read
+	if idle {
+		wait = drainGrace
+	}
+	err := c.Conn.SetReadDeadline(time.Now().Add(wait))
+	c.mu.Unlock()
+	if err != nil {
 		if c.closed.Load() {
 			return 0, io.EOF
 		}
@@ -60,6 +70,12 @@ func (c *conn) Read(b []byte) (int, error) {
 	}
 	if c.closed.Load() {
 		return n, io.EOF
+	}
+	c.mu.Lock()
+	idle = c.draining && !c.busy
+	c.mu.Unlock()
+	if idle && errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, io.EOF // drained: the MTA had nothing more to send
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		c.srv.log.Warn("milter: the MTA sent nothing within the read timeout; closing the connection",
@@ -150,15 +166,22 @@ func (c *conn) end(now bool) {
 	}
 }
 
-// drain closes the connection if no message is in flight, else marks it
-// to be closed after the message's answer.
+// drainGrace is how long a draining connection with no message in flight
+// is still read. The MTA sends MAIL, RCPT, headers and body without waiting
+// for replies, so a message it has begun may still sit unread in the
+// socket: closing at once would cut it off, and Postfix would apply its
+// milter_default_action to a message spamd could have answered.
+const drainGrace = 500 * time.Millisecond
+
+// drain marks the connection to be closed after the answer to the message
+// in flight or, if none is, once drainGrace passes with nothing read.
 func (c *conn) drain() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.draining = true
-	idle := !c.busy
-	c.mu.Unlock()
-	if idle {
-		c.Close()
+	if !c.busy {
+		// Wakes a Read blocked on the full read timeout.
+		_ = c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
 	}
 }
 

@@ -37,8 +37,9 @@
 // action (Actions.OnError: accept or tempfail), always logged and
 // reported to the Observer. Every read and write on a connection has a
 // deadline, so a stalled MTA connection is closed without holding others
-// up. Shutdown stops accepting, closes idle connections, and lets messages
-// in flight finish before closing theirs.
+// up. Shutdown stops accepting, closes idle connections (after a short
+// grace, since an MTA sends a message's start without waiting for
+// replies), and lets messages in flight finish before closing theirs.
 //
 // # Limits
 //

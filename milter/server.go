@@ -215,8 +215,9 @@ func (s *Server) serveConn(c *conn) {
 	_ = srv.Serve(&oneConn{c: c})
 }
 
-// Shutdown stops accepting connections, closes idle ones, lets messages
-// in flight finish and closes their connections after the answer. If ctx
+// Shutdown stops accepting connections, closes idle ones once nothing
+// arrives on them within drainGrace, lets messages in flight finish and
+// closes their connections after the answer. If ctx
 // ends first, it closes every connection, cancels classifications still
 // running and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {

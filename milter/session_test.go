@@ -407,6 +407,69 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
+// TestShutdownReadsWhatWasSent: the MTA sends a message's start without
+// waiting for replies, so a connection the server sees as idle when it
+// drains may have a message on the way; one that arrives within drainGrace
+// is still answered.
+func TestShutdownReadsWhatWasSent(t *testing.T) {
+	f, spam, _ := trainedFilter(t, store.NewMemory())
+	srv, addr := startServer(t, testSettings(f), nil)
+	var d dialer
+	s, conn := d.session(t, addr)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- srv.Shutdown(ctx)
+	}()
+	// Listeners close in the same step as connections are drained.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server never started draining")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := s.Mail("a@example.net", nil); err != nil {
+		t.Fatal(err)
+	}
+	fields, body := splitMessage(spam)
+	for _, fl := range fields {
+		if _, err := s.HeaderField(fl[0], fl[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.HeaderEnd(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BodyChunk(body); err != nil {
+		t.Fatal(err)
+	}
+	mods, act, err := s.End()
+	if err != nil {
+		t.Fatalf("the message sent while draining got no answer: %v", err)
+	}
+	if r := (reply{mods: mods, act: act}); r.result(t).Verdict != "spam" {
+		t.Errorf("the message sent while draining got %+v", r)
+	}
+	if !closedWithin(conn, 3*time.Second) {
+		t.Error("the drained connection stayed open after its answer")
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}
+
 func TestShutdownGivesUp(t *testing.T) {
 	f, _, _ := trainedFilter(t, store.NewMemory())
 	srv, addr := startServer(t, testSettings(f), nil)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,13 +144,15 @@ func runDaemon(t *testing.T, o options, e map[string]string) (*lockedBuffer, cha
 	hup := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, o, env(e), logs, hup) }()
-	stopped := false
+	// A test may stop the daemon on a goroutine of its own while its
+	// cleanup stops it too: once makes the second wait for the first.
+	var once sync.Once
 	var err error
 	stop := func() error {
-		if !stopped {
+		once.Do(func() {
 			cancel()
-			err, stopped = <-done, true
-		}
+			err = <-done
+		})
 		return err
 	}
 	t.Cleanup(func() {
