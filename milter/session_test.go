@@ -387,14 +387,22 @@ func TestShutdownDrains(t *testing.T) {
 	if _, err := busy.BodyChunk(body); err != nil {
 		t.Fatal(err)
 	}
-	mods, act, err := busy.End()
+	endDrained(t, busy, busyConn, stopped)
+}
+
+// endDrained ends the spam message in flight on s while the server drains,
+// and checks that it is answered, that conn is closed after the answer,
+// and that Shutdown then returns without error on stopped.
+func endDrained(t *testing.T, s *gomilter.ClientSession, conn net.Conn, stopped <-chan error) {
+	t.Helper()
+	mods, act, err := s.End()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the message in flight got no answer: %v", err)
 	}
 	if r := (reply{mods: mods, act: act}); r.result(t).Verdict != "spam" {
 		t.Errorf("the message in flight got %+v", r)
 	}
-	if !closedWithin(busyConn, 3*time.Second) {
+	if !closedWithin(conn, 3*time.Second) {
 		t.Error("the drained connection stayed open after its answer")
 	}
 	select {
@@ -450,24 +458,7 @@ func TestShutdownReadsWhatWasSent(t *testing.T) {
 	if _, err := s.BodyChunk(body); err != nil {
 		t.Fatal(err)
 	}
-	mods, act, err := s.End()
-	if err != nil {
-		t.Fatalf("the message sent while draining got no answer: %v", err)
-	}
-	if r := (reply{mods: mods, act: act}); r.result(t).Verdict != "spam" {
-		t.Errorf("the message sent while draining got %+v", r)
-	}
-	if !closedWithin(conn, 3*time.Second) {
-		t.Error("the drained connection stayed open after its answer")
-	}
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Error(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return")
-	}
+	endDrained(t, s, conn, stopped)
 }
 
 func TestShutdownGivesUp(t *testing.T) {
