@@ -106,14 +106,20 @@ func NewSplit(tokens []string, split int, o Options) Bag {
 	split = min(max(split, 0), len(tokens))
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
 	bd := newBuilder(len(tokens)*(1+pairs), o)
+	bd.run(tokens[:split], pairs)
+	head := len(bd.order)
+	bd.run(tokens[split:], pairs)
+	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names, head: head}
+}
+
+// run adds the features of one run of tokens: each token and its sparse
+// bigrams with the next pairs tokens of the run in the same field.
+func (bd *builder) run(tokens []string, pairs int) {
 	if pairs == 0 {
-		for i, t := range tokens {
-			if i == split {
-				bd.head = len(bd.order)
-			}
+		for _, t := range tokens {
 			bd.add(HashOf(t), t)
 		}
-		return bd.bag(split == len(tokens))
+		return
 	}
 	// Each token's field is looked at by up to OSB-1 pairs; finding it
 	// once per token halves the scanning for ':'.
@@ -123,14 +129,8 @@ func NewSplit(tokens []string, split int, o Options) Bag {
 	}
 	var d xxhash.Digest
 	for i, t := range tokens {
-		end := len(tokens)
-		if i < split {
-			end = split
-		} else if i == split {
-			bd.head = len(bd.order)
-		}
 		bd.add(HashOf(t), t)
-		for dist := 1; dist <= pairs && i+dist < end; dist++ {
+		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
 			if fields[i+dist] != fields[i] {
 				break
 			}
@@ -149,7 +149,6 @@ func NewSplit(tokens []string, split int, o Options) Bag {
 			bd.add(Hash(d.Sum64()), name)
 		}
 	}
-	return bd.bag(split == len(tokens))
 }
 
 // builder collects a bag's features in slices, finding repeats through an
@@ -162,7 +161,6 @@ type builder struct {
 	order   []Hash
 	counts  []uint32
 	names   map[Hash]string
-	head    int
 }
 
 func newBuilder(features int, o Options) *builder {
@@ -205,14 +203,6 @@ func (bd *builder) add(h Hash, t string) {
 			return
 		}
 	}
-}
-
-// bag returns the bag built; all marks a split after the last token.
-func (bd *builder) bag(all bool) Bag {
-	if all {
-		bd.head = len(bd.order)
-	}
-	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names, head: bd.head}
 }
 
 // MaxOSB is the widest window of sparse bigrams, far past any that helps.

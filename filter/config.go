@@ -113,7 +113,7 @@ func DefaultConfig() Config {
 		// 0.563, the same within a message, and is less safe).
 		MinTrained: 10,
 		// Header and body as two witnesses: on the training side of both
-		// corpora, online and in cross-validation, (1-AUC)% fell by 25-55%
+		// corpora, online and in cross-validation, (1-AUC)% fell by 25-59%
 		// (docs/evaluation.md).
 		SplitHeader: true,
 	}
@@ -163,6 +163,16 @@ func (c Config) decider() (nb.Decider, error) {
 // Threshold returns the log-odds of Positive above which the loss matrix
 // decides Positive (for two classes): log(CostFP/CostFN).
 func (c Config) Threshold() float64 { return math.Log(c.CostFP / c.CostFN) }
+
+// Required returns the log-odds of Positive from which a verdict is spam:
+// the cost's Threshold, or the top of the unsure band when the band lies
+// above it. The milter reports it as X-Spam-Status's required=.
+func (c Config) Required() float64 {
+	if c.UnsureHigh > c.UnsureLow {
+		return max(c.Threshold(), c.UnsureHigh)
+	}
+	return c.Threshold()
+}
 
 // setting is one named, settable option.
 type setting struct {

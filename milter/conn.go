@@ -51,9 +51,8 @@ func (c *conn) Read(b []byte) (int, error) {
 	// The deadline is set under mu so that drain cannot shorten it between
 	// the check and the setting.
 	c.mu.Lock()
-	idle := c.draining && !c.busy
 	wait := c.read
-	if idle {
+	if c.draining && !c.busy {
 		wait = drainGrace
 	}
 	err := c.Conn.SetReadDeadline(time.Now().Add(wait))
@@ -71,10 +70,7 @@ func (c *conn) Read(b []byte) (int, error) {
 	if c.closed.Load() {
 		return n, io.EOF
 	}
-	c.mu.Lock()
-	idle = c.draining && !c.busy
-	c.mu.Unlock()
-	if idle && errors.Is(err, os.ErrDeadlineExceeded) {
+	if c.idle() && errors.Is(err, os.ErrDeadlineExceeded) {
 		return n, io.EOF // drained: the MTA had nothing more to send
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -112,10 +108,7 @@ func (c *conn) Write(b []byte) (int, error) {
 			"conn", c.id, "timeout", c.write)
 		c.srv.obs.Error("timeout")
 	}
-	c.mu.Lock()
-	idle := c.draining && !c.busy
-	c.mu.Unlock()
-	if idle {
+	if c.idle() {
 		c.Close()
 	}
 	return n, err
@@ -138,6 +131,14 @@ func (c *conn) Close() error {
 		close(c.done)
 	})
 	return err
+}
+
+// idle reports whether the connection drains with no message in flight:
+// what is left to do is close it.
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining && !c.busy
 }
 
 func (c *conn) inMessage() bool {

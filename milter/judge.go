@@ -116,15 +116,11 @@ func (m *message) judge() decision {
 func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) decision {
 	a := m.set.Actions
 	label := v.Label()
-	required := fc.Threshold()
-	if fc.UnsureHigh > fc.UnsureLow {
-		required = max(required, fc.UnsureHigh)
-	}
 	r := Result{
 		Verdict:     label,
 		Probability: v.Probability,
 		Score:       v.Score,
-		Required:    required,
+		Required:    fc.Required(),
 		Signature:   v.Digest,
 	}
 	if v.Toward != nil {
@@ -144,7 +140,7 @@ func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) dec
 	case d.spam && a.QuarantineSpam, v.Unsure && a.QuarantineUnsure:
 		d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, score %.2f", label, v.Score)}
 	}
-	d.headers = append(spamHeaders(d.spam, v.Score, required), [2]string{ResultHeader, r.String()})
+	d.headers = append(spamHeaders(d.spam, v.Score, r.Required), [2]string{ResultHeader, r.String()})
 	return d
 }
 

@@ -180,8 +180,6 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 	e := newEstimator(m, s, user, work)
 	m.logPriors(s, user, r.LogPrior)
 
-	// LogJoint accumulates the log-likelihood until the prior is added.
-	sum := r.LogJoint
 	if !record && (s.topN == 0 || len(fs) <= s.topN) {
 		for i := range fs {
 			n := e.terms(&fs[i])
@@ -247,12 +245,12 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 			r.norm[p] = math.Pow(r.n[p], s.beta)
 		}
 		r.Tokens += r.n[p]
-		for c := range sum {
-			sum[c] += r.sums[p][c] / r.norm[p]
+		for c := range r.LogJoint {
+			r.LogJoint[c] += r.sums[p][c] / r.norm[p]
 		}
 	}
-	for c := range sum {
-		sum[c] += r.LogPrior[c]
+	for c := range r.LogJoint {
+		r.LogJoint[c] += r.LogPrior[c]
 	}
 	r.normalize()
 }

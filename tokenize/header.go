@@ -589,8 +589,9 @@ func isHostname(b []byte) bool {
 }
 
 // verdictField reports whether a lower-case field name is one that filters
-// add with their verdict (X-Spam-*, X-Spamd-*, X-Bogosity...). A sender can
-// forge them and spamd removes them at delivery, so they are no evidence.
+// add with their verdict (X-Spam-*, X-Spamd-*, X-Bogosity...). Any sender
+// can forge them, so they are no evidence; spamd's milter removes its own
+// family, X-Spam-*, at delivery.
 func verdictField(name []byte) bool {
 	n := string(name)
 	return strings.HasPrefix(n, "x-spam") || strings.HasPrefix(n, "x-bogosity") ||

@@ -139,7 +139,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		}
 		marks := []eval.Mark{{Name: "cost threshold", Score: cfg.Threshold()}}
 		if cfg.UnsureHigh > cfg.UnsureLow {
-			marks = append(marks, eval.Mark{Name: "unsure from", Score: cfg.UnsureLow}, eval.Mark{Name: "spam from", Score: cfg.UnsureHigh})
+			marks = append(marks, eval.Mark{Name: "unsure from", Score: cfg.UnsureLow}, eval.Mark{Name: "spam from", Score: cfg.Required()})
 		}
 		if err := eval.PlotHistogram(*plots, title, r.Records, marks...); err != nil {
 			return err
