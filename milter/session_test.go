@@ -351,18 +351,7 @@ func TestShutdownDrains(t *testing.T) {
 	var d dialer
 	_, idle := d.session(t, addr)
 	busy, busyConn := d.session(t, addr)
-	if _, err := busy.Mail("a@example.net", nil); err != nil {
-		t.Fatal(err)
-	}
-	fields, body := splitMessage(spam)
-	for _, fl := range fields {
-		if _, err := busy.HeaderField(fl[0], fl[1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := busy.HeaderEnd(); err != nil {
-		t.Fatal(err)
-	}
+	body := sendHead(t, busy, spam)
 	// The MTA waits for no reply before the end of the message, so wait
 	// until the server has seen the message start.
 	waitBusy(t, srv, 1)
@@ -388,6 +377,25 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	endDrained(t, busy, busyConn, stopped)
+}
+
+// sendHead sends raw's envelope sender and header on s and returns its
+// body, for a test to send when it chooses.
+func sendHead(t *testing.T, s *gomilter.ClientSession, raw []byte) []byte {
+	t.Helper()
+	if _, err := s.Mail("a@example.net", nil); err != nil {
+		t.Fatal(err)
+	}
+	fields, body := splitMessage(raw)
+	for _, fl := range fields {
+		if _, err := s.HeaderField(fl[0], fl[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.HeaderEnd(); err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
 
 // endDrained ends the spam message in flight on s while the server drains,
@@ -443,18 +451,7 @@ func TestShutdownReadsWhatWasSent(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := s.Mail("a@example.net", nil); err != nil {
-		t.Fatal(err)
-	}
-	fields, body := splitMessage(spam)
-	for _, fl := range fields {
-		if _, err := s.HeaderField(fl[0], fl[1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.HeaderEnd(); err != nil {
-		t.Fatal(err)
-	}
+	body := sendHead(t, s, spam)
 	if _, err := s.BodyChunk(body); err != nil {
 		t.Fatal(err)
 	}
