@@ -15,6 +15,7 @@
 package bow
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,6 +85,30 @@ func (b Bag) Map() map[Hash]uint32 {
 		m[h] = b.counts[i]
 	}
 	return m
+}
+
+// FromMaps builds a bag from the counts of its two parts: head's features
+// first, then those of body that are not also in head, each part in
+// ascending hash order. Zero counts are left out. It is for callers that
+// hold counts rather than tokens, such as tests of the stores.
+func FromMaps(head, body map[Hash]uint32) Bag {
+	var b Bag
+	add := func(part map[Hash]uint32, skip map[Hash]uint32) {
+		start := len(b.hashes)
+		for h, n := range part {
+			if n != 0 && skip[h] == 0 {
+				b.hashes = append(b.hashes, h)
+			}
+		}
+		slices.Sort(b.hashes[start:])
+		for _, h := range b.hashes[start:] {
+			b.counts = append(b.counts, part[h])
+		}
+	}
+	add(head, nil)
+	b.head = len(b.hashes)
+	add(body, head)
+	return b
 }
 
 // Name returns the text of the token with hash h, or its hexadecimal hash

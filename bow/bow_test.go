@@ -167,3 +167,26 @@ func BenchmarkNew(b *testing.B) {
 		})
 	}
 }
+
+func TestFromMaps(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		head, body map[Hash]uint32
+		hashes     []Hash
+		counts     []uint32
+		split      int
+	}{
+		{"empty", nil, nil, nil, nil, 0},
+		{"body only, sorted", nil, map[Hash]uint32{9: 1, 3: 2}, []Hash{3, 9}, []uint32{2, 1}, 0},
+		{"head first", map[Hash]uint32{7: 1}, map[Hash]uint32{2: 4}, []Hash{7, 2}, []uint32{1, 4}, 1},
+		{"a token in both counts as the head's", map[Hash]uint32{5: 1}, map[Hash]uint32{5: 3, 1: 1}, []Hash{5, 1}, []uint32{1, 1}, 1},
+		{"zero counts left out", map[Hash]uint32{5: 0}, map[Hash]uint32{5: 2, 6: 0}, []Hash{5}, []uint32{2}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := FromMaps(tc.head, tc.body)
+			if !slices.Equal(b.Hashes(), tc.hashes) || !slices.Equal(b.Counts(), tc.counts) || b.Head() != tc.split {
+				t.Errorf("FromMaps = %v %v head %d, want %v %v head %d", b.Hashes(), b.Counts(), b.Head(), tc.hashes, tc.counts, tc.split)
+			}
+		})
+	}
+}

@@ -258,11 +258,17 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 		}
 	}
 	// One backing array for every per-class slice keeps scoring a message
-	// to a handful of allocations.
+	// to a handful of allocations. A row holds the global counts, then
+	// the global weights, then the user's.
 	k := len(f.cfg.Classes)
-	width := k
+	block := k
+	weights := f.cfg.NB.Discriminative
+	if weights {
+		block = 2 * k
+	}
+	width := block
 	if uc != nil {
-		width = 2 * k
+		width = 2 * block
 	}
 	buf := make([]float64, len(hashes)*width)
 	gmap := f.classMap(gt)
@@ -270,7 +276,8 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 	fs := make([]nb.Feature, len(hashes))
 	for i, h := range hashes {
 		row := buf[i*width : (i+1)*width]
-		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i]), Global: remap(row[:k], gc[i], gmap)}
+		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i])}
+		fs[i].Global, fs[i].Weight = remap(row[:block], gc[i], gmap, weights)
 		if f.cfg.SplitHeader && i >= bag.Head() {
 			fs[i].Part = 1
 		}
@@ -278,7 +285,7 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 			fs[i].Name = bag.Names[h]
 		}
 		if uc != nil {
-			fs[i].User = remap(row[k:], uc[i], umap)
+			fs[i].User, fs[i].UserWeight = remap(row[block:], uc[i], umap, weights)
 		}
 	}
 	return m, fs, nil
@@ -294,16 +301,30 @@ func (f *Filter) classMap(t store.Totals) []int {
 	return idx
 }
 
-func remap(dst []float64, c store.Counts, idx []int) []float64 {
+// remap sets the counts of c, indexed like the store's classes, into dst
+// indexed like the configured ones, and when weights is set their weights
+// into the rest of dst. It returns nils for a token never seen.
+func remap(dst []float64, c store.Counts, idx []int, weights bool) (counts, ws []float64) {
 	if c == nil {
-		return nil
+		return nil, nil
 	}
+	k := len(idx)
+	counts = dst[:k:k]
 	for i, j := range idx {
-		if j >= 0 && j < len(c) {
-			dst[i] = float64(c[j])
+		if j >= 0 {
+			counts[i] = float64(c.Count(j))
 		}
 	}
-	return dst
+	if !weights {
+		return counts, nil
+	}
+	ws = dst[k : 2*k : 2*k]
+	for i, j := range idx {
+		if j >= 0 {
+			ws[i] = float64(c.Weight(j)) * store.WeightUnit
+		}
+	}
+	return counts, ws
 }
 
 func (f *Filter) totals(t store.Totals) nb.Totals {
@@ -342,11 +363,23 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 		return nil, err
 	}
 	ops := make([]store.Op, len(items))
-	for i, it := range items {
+	var l *learner
+	if f.cfg.NB.Discriminative {
+		l = f.newLearner(user)
+	}
+	for i := range items {
+		it := &items[i]
 		if it.Class != "" && !f.cfg.HasClass(it.Class) {
 			return nil, fmt.Errorf("%w %q (classes: %q)", ErrUnknownClass, it.Class, f.cfg.Classes)
 		}
-		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag.Map()}
+		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag}
+		if l != nil && it.Class != "" {
+			steps, err := l.steps(ctx, &it.Prepared, it.Class)
+			if err != nil {
+				return nil, fmt.Errorf("train: %w", err)
+			}
+			ops[i].Steps = steps
+		}
 	}
 	res, err := f.st.Apply(ctx, user, ops)
 	if err != nil {

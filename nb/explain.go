@@ -13,11 +13,16 @@ type Contribution struct {
 	// Count is the feature's count in the message.
 	Count float64
 	// LogRatio is log p(w|c) − log p(w|rival) for one occurrence; in
-	// complement mode, the difference of the complement weights.
+	// complement mode, the difference of the complement weights. It is 0
+	// for a feature naive Bayes left out.
 	LogRatio float64
+	// Learned is the feature's learned weight for c minus its weight for
+	// the rival, per occurrence, when the model is discriminative.
+	Learned float64
 	// Weight is the feature's share of Result.LogOdds: Count · LogRatio,
 	// divided by n^β of its part (Feature.Part) under length
-	// normalization.
+	// normalization (and times Params.Mix when discriminative), plus
+	// Count · Learned scaled as its part is.
 	Weight float64
 }
 
@@ -49,6 +54,15 @@ func (m *Model) Explain(fs []Feature, n int) Explanation {
 	m.score(&r, fs, true)
 	k := len(r.Classes)
 	ex := Explanation{Result: r, Rival: make([]int, k), Toward: make([][]Contribution, k)}
+	// Where each feature's naive Bayes terms are, if it was scored.
+	terms := make([]int, len(fs))
+	for i := range terms {
+		terms[i] = -1
+	}
+	for _, c := range r.cand {
+		terms[c.feat] = c.at
+	}
+	user := m.userData()
 	for i := range k {
 		j := r.rival(i)
 		ex.Rival[i] = j
@@ -56,14 +70,26 @@ func (m *Model) Explain(fs []Feature, n int) Explanation {
 			continue
 		}
 		var list []Contribution
-		for _, c := range r.cand {
-			ratio := r.terms[c.at+i] - r.terms[c.at+j]
-			w := c.count * ratio / r.norm[partOf(&fs[c.feat])]
+		for fi := range fs {
+			f := &fs[fi]
+			count := clean(f.Count)
+			p := partOf(f)
+			var ratio, learned, w float64
+			if at := terms[fi]; at >= 0 {
+				ratio = r.terms[at+i] - r.terms[at+j]
+				w = r.mix * count * ratio / r.norm[p]
+			}
+			if r.rate > 0 {
+				learned = weight(f.Weight, i) - weight(f.Weight, j)
+				if user {
+					learned += weight(f.UserWeight, i) - weight(f.UserWeight, j)
+				}
+				w += r.scale[p] * count * learned
+			}
 			if w <= 0 {
 				continue
 			}
-			f := &fs[c.feat]
-			list = keepTop(list, Contribution{Hash: f.Hash, Name: f.Name, Count: c.count, LogRatio: ratio, Weight: w}, n)
+			list = keepTop(list, Contribution{Hash: f.Hash, Name: f.Name, Count: count, LogRatio: ratio, Learned: learned, Weight: w}, n)
 		}
 		if n <= 0 {
 			slices.SortFunc(list, func(a, b Contribution) int {

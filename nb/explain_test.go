@@ -62,8 +62,18 @@ func TestExplainAddsUp(t *testing.T) {
 		{"top 500", benchModel(Params{TopN: 500})},
 		{"complement", benchModel(Params{Complement: true})},
 		{"user", withUser(benchModel(Params{Normalize: 1, MinCount: 3}))},
+		{"discriminative", benchModel(Params{Normalize: 0.85, MinSpread: 2, Discriminative: true})},
+		{"discriminative user", withUser(benchModel(Params{Normalize: 0.85, TopN: 30, Discriminative: true, Mix: 0.2}))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			msg := append([]Feature(nil), msg...)
+			for i := range msg {
+				msg[i].Part = i % 2
+				if i%3 > 0 {
+					msg[i].Weight = []float64{float64(i%5) / 7, -float64(i%4) / 7}
+					msg[i].UserWeight = []float64{-0.1, 0.2}
+				}
+			}
 			ex := tc.m.Explain(msg, 0)
 			r := tc.m.Score(msg)
 			if !slices.Equal(ex.Result.LogJoint, r.LogJoint) || ex.Result.Used != r.Used {
@@ -80,7 +90,7 @@ func TestExplainAddsUp(t *testing.T) {
 			if want := r.LogOdds("spam"); !near(sum, want, 1e-9) {
 				t.Errorf("prior and weights add up to %v, log-odds %v", sum, want)
 			}
-			if n := len(ex.Toward[spam]) + len(ex.Toward[ham]); n > r.Used {
+			if n := len(ex.Toward[spam]) + len(ex.Toward[ham]); n > r.Used && !tc.m.Params.Discriminative {
 				t.Errorf("%d contributions from %d features scored", n, r.Used)
 			}
 			for _, list := range ex.Toward {

@@ -22,6 +22,14 @@ type Feature struct {
 	// User[c] is the token's count in class c of the user's model, like
 	// Global. It is ignored when the model has no user data.
 	User []float64
+	// Weight[c] is the feature's learned weight for class c in the global
+	// model, per occurrence, used when Params.Discriminative is set. Nil,
+	// or a slice shorter than Model.Classes, means zero for the classes
+	// it lacks.
+	Weight []float64
+	// UserWeight[c] is the user's own weight, added to Weight when the
+	// model has user data.
+	UserWeight []float64
 	// Part is the part of the message the feature came from, 0 or 1 (a
 	// mail's header and body): under Params.Normalize each part's
 	// log-likelihood is divided by its own n^β. A body of thousands of
@@ -64,6 +72,10 @@ type Result struct {
 
 	norm  [parts]float64   // n^β of each part, what its log-likelihood was divided by
 	sums  [parts][]float64 // per-class log-likelihood of each part
+	wsums [parts][]float64 // per-class sum of count · weight of each part, when discriminative
+	scale [parts]float64   // 1/‖x_p‖ of each part, when discriminative
+	mix   float64          // what the log-likelihood was multiplied by
+	rate  float64          // Params.Rate, when discriminative
 	n     [parts]float64   // token occurrences scored in each part
 	buf   []float64        // backing array of the per-class slices
 	cand  []candidate      // features scored, when recorded
@@ -237,8 +249,13 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 		}
 	}
 
+	if s.discriminative {
+		r.weigh(fs, user)
+		r.rate = s.rate
+	}
 	// Dividing rather than multiplying by n^−β keeps a tiny n from
 	// overflowing: the sum shrinks with n.
+	r.mix = s.mix
 	for p := range parts {
 		r.norm[p] = 1
 		if s.beta > 0 && r.n[p] > 0 {
@@ -246,7 +263,7 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 		}
 		r.Tokens += r.n[p]
 		for c := range r.LogJoint {
-			r.LogJoint[c] += r.sums[p][c] / r.norm[p]
+			r.LogJoint[c] += r.mix*r.sums[p][c]/r.norm[p] + r.scale[p]*r.wsums[p][c]
 		}
 	}
 	for c := range r.LogJoint {
@@ -255,12 +272,83 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 	r.normalize()
 }
 
+// weigh sums the learned weights of every feature, seen by naive Bayes or
+// not, per part and class, and the scale that makes each part's feature
+// vector of unit length.
+func (r *Result) weigh(fs []Feature, user bool) {
+	var sq [parts]float64
+	for i := range fs {
+		f := &fs[i]
+		n := clean(f.Count)
+		if n == 0 {
+			continue
+		}
+		p := partOf(f)
+		sq[p] += n * n
+		if f.Weight == nil && (!user || f.UserWeight == nil) {
+			continue
+		}
+		for c := range r.wsums[p] {
+			w := weight(f.Weight, c)
+			if user {
+				w += weight(f.UserWeight, c)
+			}
+			r.wsums[p][c] += n * w
+		}
+	}
+	for p := range parts {
+		if sq[p] > 0 {
+			r.scale[p] = 1 / math.Sqrt(sq[p])
+		}
+	}
+}
+
+// weight returns s[c] as a usable weight: 0 past the end of s or when not
+// finite, and at most maxCount in size.
+func weight(s []float64, c int) float64 {
+	if c >= len(s) {
+		return 0
+	}
+	w := s[c]
+	if !(w > -maxCount && w < maxCount) {
+		if math.IsNaN(w) {
+			return 0
+		}
+		return math.Copysign(maxCount, w)
+	}
+	return w
+}
+
+// Step returns what training the message scored in r as r.Classes[class]
+// adds to its features' weights: per occurrence of a feature of part p,
+// step[p][c] to its weight for class c. It is one step of stochastic
+// gradient descent on the log-loss −log P(class|x), each weight moving by
+// Rate · (1[c = class] − P(c|x)) · s_p: much when the message was
+// misjudged, almost nothing when it was judged right with confidence. r
+// must come from a discriminative model, or Step returns nils.
+func (r Result) Step(class int) (step [parts][]float64) {
+	if r.rate == 0 || class < 0 || class >= len(r.Posterior) {
+		return step
+	}
+	for p := range parts {
+		step[p] = make([]float64, len(r.Posterior))
+		for c, pc := range r.Posterior {
+			y := 0.0
+			if c == class {
+				y = 1
+			}
+			step[p][c] = r.rate * (y - pc) * r.scale[p]
+		}
+	}
+	return step
+}
+
 // reset sizes r's per-class slices for classes, zeroed, and returns
 // scratch space for the estimator.
 func (r *Result) reset(classes []string) []float64 {
 	k := len(classes)
 	const exported, scratch = 4, estimatorSlices
-	need := (exported + parts + scratch) * k
+	need := (exported + 2*parts + scratch) * k
 	if cap(r.buf) < need {
 		r.buf = make([]float64, need)
 	}
@@ -273,8 +361,11 @@ func (r *Result) reset(classes []string) []float64 {
 	r.Posterior, b = b[:k:k], b[k:]
 	for p := range parts {
 		r.sums[p], b = b[:k:k], b[k:]
+		r.wsums[p], b = b[:k:k], b[k:]
 	}
 	r.n = [parts]float64{}
+	r.scale = [parts]float64{}
+	r.rate = 0
 	r.Used, r.Tokens = 0, 0
 	r.cand, r.terms = r.cand[:0], r.terms[:0]
 	return b

@@ -26,14 +26,22 @@ type Memory struct {
 // rows rather than a slice per token, so a model of millions of tokens is
 // a handful of pointer-free allocations the garbage collector never scans.
 type memModel struct {
-	width    int                // counts per row: the number of classes when last grown
+	width    int                // values per row: a count and a weight per class when last grown
 	rows     map[bow.Hash]int32 // token → its row in counts
-	counts   []uint64           // rows of width counts, back to back
-	free     []int32            // rows of tokens whose counts all went back to zero
-	seen     map[Digest]int     // message → index of the class it is trained as
+	counts   []uint64           // rows of width values, laid out as Counts, back to back
+	free     []int32            // rows of tokens whose values all went back to zero
+	seen     map[Digest]seenRec // message → how it is trained
 	messages []uint64           // per class
 	tokens   []uint64           // per class
-	vocab    uint64
+	vocab    uint64             // rows with a non-zero count
+}
+
+// seenRec is a seen record: the index of the class a message is trained
+// as and the steps its training added, a head and a body step per class
+// index.
+type seenRec struct {
+	class int
+	steps []int64
 }
 
 var _ Store = (*Memory)(nil)
@@ -83,7 +91,7 @@ func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Co
 	if mod == nil {
 		return out, nil
 	}
-	w := len(m.classes)
+	w := 2 * len(m.classes)
 	var backing []uint64
 	for i, h := range hashes {
 		r, ok := mod.rows[h]
@@ -112,8 +120,8 @@ func (m *Memory) Seen(_ context.Context, user string, d Digest) (string, error) 
 		return "", fmt.Errorf("seen: %w", ErrClosed)
 	}
 	if mod := m.users[user]; mod != nil {
-		if c, ok := mod.seen[d]; ok {
-			return m.classes[c], nil
+		if rec, ok := mod.seen[d]; ok {
+			return m.classes[rec.class], nil
 		}
 	}
 	return "", nil
@@ -126,12 +134,8 @@ func (m *Memory) Apply(ctx context.Context, user string, ops []Op) ([]Result, er
 	if err := ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	for i := range ops {
-		if c := ops[i].Class; c != "" {
-			if err := ValidClass(c); err != nil {
-				return nil, fmt.Errorf("apply op %d: %w", i, err)
-			}
-		}
+	if err := validOps(ops); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -150,40 +154,65 @@ func (m *Memory) Apply(ctx context.Context, user string, ops []Op) ([]Result, er
 
 func (m *Memory) apply(user string, op *Op) Result {
 	mod := m.users[user]
-	prev := -1
+	prev := seenRec{class: -1}
 	if mod != nil {
-		if c, ok := mod.seen[op.Digest]; ok {
-			prev = c
+		if rec, ok := mod.seen[op.Digest]; ok {
+			prev = rec
 		}
 	}
-	next := -1
+	next := seenRec{class: -1}
 	if op.Class != "" {
-		next = m.classIndex(op.Class)
+		next.class = m.classIndex(op.Class)
+		for _, s := range op.Steps {
+			c := m.classIndex(s.Class)
+			if need := 2 * (c + 1); len(next.steps) < need {
+				next.steps = append(next.steps, make([]int64, need-len(next.steps))...)
+			}
+			next.steps[2*c], next.steps[2*c+1] = s.Head, s.Body
+		}
 	}
 	var res Result
-	if prev >= 0 {
-		res.Prev = m.classes[prev]
+	if prev.class >= 0 {
+		res.Prev = m.classes[prev.class]
 	}
-	if prev == next {
+	if prev.class == next.class {
 		return res
 	}
 	res.Changed = true
 	if mod == nil {
-		mod = &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]int)}
+		mod = &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]seenRec)}
 		m.users[user] = mod
 	}
 	mod.grow(len(m.classes))
-	if prev >= 0 {
-		mod.subtract(op.Bag, prev)
-		mod.messages[prev] = subClamp(mod.messages[prev], 1)
+	if prev.class >= 0 {
+		mod.change(op.Bag, prev, -1)
+		mod.messages[prev.class] = subClamp(mod.messages[prev.class], 1)
 		delete(mod.seen, op.Digest)
 	}
-	if next >= 0 {
-		mod.add(op.Bag, next)
-		mod.messages[next]++
+	if next.class >= 0 {
+		mod.change(op.Bag, next, 1)
+		mod.messages[next.class]++
 		mod.seen[op.Digest] = next
 	}
 	return res
+}
+
+// validOps reports the first op with an invalid class name, its own or a
+// step's.
+func validOps(ops []Op) error {
+	for i := range ops {
+		if c := ops[i].Class; c != "" {
+			if err := ValidClass(c); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
+			}
+		}
+		for _, s := range ops[i].Steps {
+			if err := ValidClass(s.Class); err != nil {
+				return fmt.Errorf("op %d: step: %w", i, err)
+			}
+		}
+	}
+	return nil
 }
 
 // classIndex returns the index of class, registering it on first use.
@@ -226,24 +255,26 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	if mod == nil {
 		return nil
 	}
-	messages := make([]uint64, mod.width)
-	for _, c := range mod.seen {
-		messages[c]++
+	k := mod.width / 2
+	messages := make([]uint64, k)
+	for _, rec := range mod.seen {
+		messages[rec.class]++
 	}
-	tokens := make([]uint64, mod.width)
+	tokens := make([]uint64, k)
 	var vocab uint64
 	for _, r := range mod.rows {
+		row := Counts(mod.row(r))
 		nonZero := false
-		for c, n := range mod.row(r) {
-			tokens[c] += n
-			nonZero = nonZero || n != 0
+		for c := range k {
+			tokens[c] += row.Count(c)
+			nonZero = nonZero || row.Count(c) != 0
 		}
 		if nonZero {
 			vocab++
 		}
 	}
 	var problems []string
-	for c := range mod.width {
+	for c := range k {
 		if messages[c] != mod.messages[c] {
 			problems = append(problems, fmt.Sprintf("class %q: %d messages in totals, %d seen records", m.classes[c], mod.messages[c], messages[c]))
 		}
@@ -274,9 +305,10 @@ func (mod *memModel) row(r int32) []uint64 {
 	return mod.counts[i : i+mod.width : i+mod.width]
 }
 
-// grow widens every row to width classes, which happens only when a class
-// is registered, so the copy is rare.
-func (mod *memModel) grow(width int) {
+// grow widens every row to classes classes, which happens only when a
+// class is registered, so the copy is rare.
+func (mod *memModel) grow(classes int) {
+	width := 2 * classes
 	if width <= mod.width {
 		return
 	}
@@ -286,45 +318,69 @@ func (mod *memModel) grow(width int) {
 		copy(counts[r*width:], mod.counts[r*mod.width:(r+1)*mod.width])
 	}
 	mod.counts, mod.width = counts, width
-	mod.messages = append(mod.messages, make([]uint64, width-len(mod.messages))...)
-	mod.tokens = append(mod.tokens, make([]uint64, width-len(mod.tokens))...)
+	mod.messages = append(mod.messages, make([]uint64, classes-len(mod.messages))...)
+	mod.tokens = append(mod.tokens, make([]uint64, classes-len(mod.tokens))...)
 }
 
-func (mod *memModel) add(bag map[bow.Hash]uint32, c int) {
-	for h, n := range bag {
+// change adds (sign 1) or takes away (sign -1) a message's bag and steps
+// as rec records them. Taking away clamps each count at zero and takes
+// from the class total exactly what it took from the counts, so the two
+// keep agreeing even when a caller passes a bag it never added; weights
+// are taken away exactly.
+func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
+	c := rec.class
+	hashes, counts := bag.Hashes(), bag.Counts()
+	for i, h := range hashes {
+		n := counts[i]
 		if n == 0 {
 			continue
 		}
 		r, ok := mod.rows[h]
 		if !ok {
+			if sign < 0 {
+				continue
+			}
 			r = mod.newRow()
 			mod.rows[h] = r
-			mod.vocab++
-		}
-		mod.row(r)[c] += uint64(n)
-		mod.tokens[c] += uint64(n)
-	}
-}
-
-// subtract takes bag away from class c, clamping each count at zero and
-// taking from the class total exactly what it took from the counts, so the
-// two keep agreeing even when a caller passes a bag it never added.
-func (mod *memModel) subtract(bag map[bow.Hash]uint32, c int) {
-	for h, n := range bag {
-		r, ok := mod.rows[h]
-		if !ok {
-			continue
 		}
 		row := mod.row(r)
-		d := min(row[c], uint64(n))
-		row[c] -= d
-		mod.tokens[c] -= d
+		had := countsAny(row)
+		if sign > 0 {
+			row[2*c] += uint64(n)
+			mod.tokens[c] += uint64(n)
+		} else {
+			d := min(row[2*c], uint64(n))
+			row[2*c] -= d
+			mod.tokens[c] -= d
+		}
+		part := 1
+		if i < bag.Head() {
+			part = 0
+		}
+		for k := 0; 2*k+part < len(rec.steps); k++ {
+			row[2*k+1] += uint64(sign * rec.steps[2*k+part] * int64(n))
+		}
+		switch has := countsAny(row); {
+		case has && !had:
+			mod.vocab++
+		case had && !has:
+			mod.vocab--
+		}
 		if allZero(row) {
 			delete(mod.rows, h)
 			mod.free = append(mod.free, r)
-			mod.vocab--
 		}
 	}
+}
+
+// countsAny reports whether a row has a non-zero count.
+func countsAny(row []uint64) bool {
+	for i := 0; i < len(row); i += 2 {
+		if row[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (mod *memModel) newRow() int32 {

@@ -1,6 +1,8 @@
 // Package store persists the counts a naive Bayes model is made of: per
 // user and class, how often each token was seen, how many tokens and
-// messages were trained, and which message was trained as which class.
+// messages were trained, and which message was trained as which class;
+// and beside each token's counts its discriminative weight per class,
+// which the filter's online learner adjusts as each message is trained.
 //
 // The Store interface is deliberately narrow (batched lookups, per-class
 // totals, one atomic Apply for a batch of training operations) so that a
@@ -48,9 +50,45 @@ func (t Totals) Index(class string) int {
 	return -1
 }
 
-// Counts holds one token's count per class, indexed like Totals.Classes.
-// A slice shorter than Classes means zero for the missing classes.
+// Counts holds what a user's model knows of one token: per class, how
+// many times it was trained, and its discriminative weight. For class c
+// (an index into Totals.Classes), Counts[2c] is the count and Counts[2c+1]
+// the weight, an int64 held as its two's complement, in units of
+// WeightUnit. Pairs rather than two halves keep every index valid when a
+// class is registered later. A slice shorter than 2·len(Classes) means
+// zero for what it lacks.
 type Counts []uint64
+
+// Count returns the token's count for class c.
+func (c Counts) Count(class int) uint64 {
+	if i := 2 * class; i < len(c) {
+		return c[i]
+	}
+	return 0
+}
+
+// Weight returns the token's weight for class c, in units of WeightUnit.
+func (c Counts) Weight(class int) int64 {
+	if i := 2*class + 1; i < len(c) {
+		return int64(c[i])
+	}
+	return 0
+}
+
+// WeightUnit is what one unit of a stored weight is worth. Weights are
+// fixed-point so that adding and later subtracting a message's step gives
+// back exactly what was there, in whatever order other messages came in
+// between; 2^-16 is far finer than any step that moves a verdict.
+const WeightUnit = 1.0 / (1 << 16)
+
+// Step is what training one message adds to the weights of its features
+// for one class: each feature of the bag's head (bow.Bag.Head) gets
+// Head·n added to its weight for Class, each feature of the rest Body·n,
+// n being the feature's count in the bag. Both are in units of WeightUnit.
+type Step struct {
+	Class      string
+	Head, Body int64
+}
 
 // Op is one training operation on one message.
 type Op struct {
@@ -60,7 +98,12 @@ type Op struct {
 	Class string
 	// Bag holds the message's features. It must be the same bag that was
 	// added when the message was trained, since untraining subtracts it.
-	Bag map[bow.Hash]uint32
+	Bag bow.Bag
+	// Steps are the weight changes training the message makes, at most
+	// one per class; they are ignored when Class is "". The seen record
+	// keeps them, so that untraining the message (a relabel or a forget)
+	// takes back exactly what its training added.
+	Steps []Step
 }
 
 // Result says what an Op did.
@@ -76,18 +119,22 @@ type Result struct {
 type Store interface {
 	// Totals returns the per-class totals of user's model.
 	Totals(ctx context.Context, user string) (Totals, error)
-	// Lookup returns the counts of each hash for user, in the order of
-	// hashes; a token never seen has a nil Counts.
+	// Lookup returns the counts and weights of each hash for user, in the
+	// order of hashes; a token never seen has a nil Counts.
 	Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]Counts, error)
 	// Seen returns the class a message was trained as for user, "" if none.
 	Seen(ctx context.Context, user string, d Digest) (string, error)
 	// Apply carries out ops for user in order. Each op is atomic: all its
-	// count changes and its seen record, or none. An op on a digest already
-	// trained as another class first subtracts the bag from that class
+	// count and weight changes and its seen record, or none. An op on a
+	// digest already trained as another class first subtracts the bag
+	// from that class and the steps recorded when it was trained
 	// (relabel); an op on a digest trained as the same class is a no-op.
-	// Counts never go below zero. A call with an invalid user or class name
-	// applies nothing. On any other error the results returned are those of
-	// the ops applied before it, ops[:len(results)]; the rest were not.
+	// Counts never go below zero; weights are added and subtracted
+	// exactly. A token's row is dropped once its counts and weights are
+	// all zero. A call with an invalid user or class name (Op.Class or a
+	// Step's) applies nothing. On any other error the results returned
+	// are those of the ops applied before it, ops[:len(results)]; the rest
+	// were not.
 	Apply(ctx context.Context, user string, ops []Op) ([]Result, error)
 	// Users lists the users with a model, the global model ("") included
 	// if it has one.

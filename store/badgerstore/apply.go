@@ -28,6 +28,11 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
 		}
+		for _, st := range ops[i].Steps {
+			if err := store.ValidClass(st.Class); err != nil {
+				return nil, fmt.Errorf("apply op %d: step: %w", i, err)
+			}
+		}
 	}
 	if err := s.enter(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
@@ -89,7 +94,7 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 			b.rollback()
 			results = results[:sent]
 			if changes <= 1 {
-				return stop(fmt.Errorf("apply op %d: %w (%d tokens): %w", lastChange, ErrOpTooLarge, len(ops[lastChange].Bag), err))
+				return stop(fmt.Errorf("apply op %d: %w (%d tokens): %w", lastChange, ErrOpTooLarge, ops[lastChange].Bag.Len(), err))
 			}
 			b.maxCount, b.maxSize = b.maxCount/2, b.maxSize/2
 			i, lastChange, changes = sent, -1, 0
@@ -121,18 +126,26 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 	}
 }
 
-// register adds the classes of ops not registered yet to the meta record,
-// in a transaction of its own: a class registered by an Apply that fails
-// later stays registered, which is harmless.
+// register adds the classes of ops and of their steps not registered yet
+// to the meta record, in a transaction of its own: a class registered by
+// an Apply that fails later stays registered, which is harmless. The steps
+// of an op that forgets are ignored, their classes too.
 func (s *Store) register(ops []store.Op) (*classList, error) {
 	cur := s.classes.Load()
 	var added []string
+	add := func(c string) {
+		if _, ok := cur.index[c]; !ok && !slices.Contains(added, c) {
+			added = append(added, c)
+		}
+	}
 	for i := range ops {
-		c := ops[i].Class
-		if _, ok := cur.index[c]; c == "" || ok || slices.Contains(added, c) {
+		if ops[i].Class == "" {
 			continue
 		}
-		added = append(added, c)
+		add(ops[i].Class)
+		for _, st := range ops[i].Steps {
+			add(st.Class)
+		}
 	}
 	if added == nil {
 		return cur, nil
@@ -177,11 +190,12 @@ const defaultTxnShare = 95
 // that rollback can take out all the ops waiting, should Badger refuse
 // the transaction after all.
 type batch struct {
-	ctx     context.Context
-	s       *Store
-	user    string
-	classes *classList
-	width   int // len(classes.names)
+	ctx      context.Context
+	s        *Store
+	user     string
+	classes  *classList
+	nclasses int // len(classes.names)
+	width    int // values in a row: a count and a weight per class
 
 	// rtxn reads what is not in the overlay. A single snapshot serves
 	// the whole call: only Apply writes, under s.wmu, and what this call
@@ -194,19 +208,19 @@ type batch struct {
 	// two would never overlap.
 	wtxn *badger.Txn
 
-	// The overlay. Token counts are rows of width counts in one slice; a
-	// token absent from Badger has a row of zeros.
+	// The overlay. Token rows, laid out as store.Counts, are width values
+	// each in one slice; a token absent from Badger has a row of zeros.
 	rows   map[bow.Hash]int32
 	hashes []bow.Hash // row → token
-	counts []uint64
-	seen   map[store.Digest]int // class index, -1 for none
-	tot    *totals              // nil until the first op that changes something
+	cells  []uint64
+	seen   map[store.Digest]seenRec // class -1 for none
+	tot    *totals                  // nil until the first op that changes something
 
 	// What changed since the last commit, with the values it had before.
 	dirtyRows []int32
 	rowBase   []uint64 // width per dirty row, in the order of dirtyRows
 	rowDirty  []bool   // by row
-	seenBase  map[store.Digest]int
+	seenBase  map[store.Digest]seenRec
 	totDirty  bool
 	totBase   totals
 
@@ -221,24 +235,27 @@ type batch struct {
 	// Upper bounds of the sizes of entries as budget counts them.
 	rowCost, seenCost, totCost int64
 
-	// The op in progress: its rows and bag counts, and their values
-	// before it (width each).
+	// The op in progress: its rows, bag counts and whether each is of
+	// the bag's head, and the rows' values before it (width each).
 	opRows []int32
 	opN    []uint64
+	opHead []bool
 	opOld  []uint64
 
 	// Scratch for reading.
-	key     []byte
-	missing []bow.Hash
-	missN   []uint64
-	vals    []store.Counts
+	key      []byte
+	missing  []bow.Hash
+	missN    []uint64
+	missHead []bool
+	vals     []store.Counts
 }
 
 func newBatch(ctx context.Context, s *Store, user string, classes *classList) *batch {
-	w := int64(len(classes.names))
+	k := int64(len(classes.names))
 	// Badger's Txn.checkSize counts an entry as its key, its value (both
 	// short of the value threshold here) and 2 bytes of meta, plus 10 for
-	// the version. A uvarint count takes at most MaxVarintLen64 bytes.
+	// the version. A count, a weight, a step or a total takes at most
+	// MaxVarintLen64 bytes.
 	const overhead, uv = 2 + 10, binary.MaxVarintLen64
 	u := int64(len(user))
 	return &batch{
@@ -246,15 +263,16 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 		s:        s,
 		user:     user,
 		classes:  classes,
-		width:    int(w),
+		nclasses: int(k),
+		width:    int(2 * k),
 		rows:     make(map[bow.Hash]int32),
-		seen:     make(map[store.Digest]int),
-		seenBase: make(map[store.Digest]int),
+		seen:     make(map[store.Digest]seenRec),
+		seenBase: make(map[store.Digest]seenRec),
 		maxCount: s.db.MaxBatchCount() * s.txnShare / 100,
 		maxSize:  s.db.MaxBatchSize() * s.txnShare / 100,
-		rowCost:  2 + u + 8 + w*uv + overhead,
-		seenCost: 2 + u + int64(len(store.Digest{})) + uv + overhead,
-		totCost:  2 + u + (2+2*w)*uv + overhead,
+		rowCost:  2 + u + 8 + 2*k*uv + overhead,
+		seenCost: 2 + u + int64(len(store.Digest{})) + (1+2*k)*uv + overhead,
+		totCost:  2 + u + (2+2*k)*uv + overhead,
 	}
 }
 
@@ -281,7 +299,7 @@ func (b *batch) reader() *badger.Txn {
 
 func (b *batch) row(r int32) []uint64 {
 	i := int(r) * b.width
-	return b.counts[i : i+b.width : i+b.width]
+	return b.cells[i : i+b.width : i+b.width]
 }
 
 // dirty reports whether anything waits to be committed.
@@ -291,19 +309,19 @@ func (b *batch) dirty() bool { return b.count > 0 }
 // changing anything if what it would change does not fit in the budget
 // next to what waits to be committed.
 func (b *batch) apply(op *store.Op) (store.Result, error) {
-	prev, err := b.seenClass(op.Digest)
+	prev, err := b.record(op.Digest)
 	if err != nil {
 		return store.Result{}, err
 	}
-	next := -1
+	next := seenRec{class: -1}
 	if op.Class != "" {
-		next = b.classes.index[op.Class]
+		next.class = b.classes.index[op.Class]
 	}
 	var res store.Result
-	if prev >= 0 {
-		res.Prev = b.classes.names[prev]
+	if prev.class >= 0 {
+		res.Prev = b.classes.names[prev.class]
 	}
-	if prev == next {
+	if prev.class == next.class {
 		return res, nil
 	}
 	res.Changed = true
@@ -315,6 +333,9 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 	}
 
 	// From here on, nothing fails.
+	if next.class >= 0 {
+		next.steps = b.stepsOf(op.Steps)
+	}
 	t := b.tot
 	if !b.totDirty {
 		b.totDirty = true
@@ -330,27 +351,35 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		b.size += b.seenCost
 	}
 	b.seen[op.Digest] = next
-	if prev >= 0 {
+	if c := prev.class; c >= 0 {
 		for k, r := range b.opRows {
-			row := b.row(r)
+			row, n := b.row(r), b.opN[k]
+			if allZero(row) {
+				// No row: a bag the message was not trained with has
+				// nothing to take back from this token, not even steps.
+				continue
+			}
 			// Take from the total exactly what the clamp lets us take
 			// from the count, so that the two keep agreeing.
-			d := min(row[prev], b.opN[k])
-			row[prev] -= d
-			t.tokens[prev] -= d
+			d := min(row[2*c], n)
+			row[2*c] -= d
+			t.tokens[c] -= d
+			addSteps(row, prev.steps, b.opHead[k], -int64(n))
 		}
-		t.messages[prev] = subClamp(t.messages[prev], 1)
+		t.messages[c] = subClamp(t.messages[c], 1)
 	}
-	if next >= 0 {
+	if c := next.class; c >= 0 {
 		for k, r := range b.opRows {
-			b.row(r)[next] += b.opN[k]
-			t.tokens[next] += b.opN[k]
+			row, n := b.row(r), b.opN[k]
+			row[2*c] += n
+			t.tokens[c] += n
+			addSteps(row, next.steps, b.opHead[k], int64(n))
 		}
-		t.messages[next]++
+		t.messages[c]++
 	}
 	for k, r := range b.opRows {
 		old, row := b.opOld[k*b.width:(k+1)*b.width], b.row(r)
-		was, is := !allZero(old), !allZero(row)
+		was, is := countsAny(old), countsAny(row)
 		switch {
 		case is && !was:
 			t.vocabulary++
@@ -366,6 +395,43 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// stepsOf returns steps as a seen record keeps them: by class index,
+// trailing zero pairs dropped, the last step given for a class winning.
+func (b *batch) stepsOf(steps []store.Step) []int64 {
+	n := 0
+	for _, st := range steps {
+		n = max(n, 2*(b.classes.index[st.Class]+1))
+	}
+	v := make([]int64, n)
+	for _, st := range steps {
+		c := b.classes.index[st.Class]
+		v[2*c], v[2*c+1] = st.Head, st.Body
+	}
+	for n > 0 && v[n-1] == 0 && v[n-2] == 0 {
+		n -= 2
+	}
+	if n == 0 {
+		return nil
+	}
+	return v[:n:n]
+}
+
+// addSteps adds n times steps to the weights in row: the head steps if
+// head, else the body steps. The arithmetic wraps, so that subtracting
+// later what was added gives back what was there, whatever came between.
+func addSteps(row []uint64, steps []int64, head bool, n int64) {
+	i := 1
+	if head {
+		i = 0
+	}
+	// steps[2c] and steps[2c+1] are class c's, whose weight is row[2c+1].
+	for ; i < len(steps); i += 2 {
+		if st := steps[i]; st != 0 {
+			row[i|1] += uint64(st * n)
+		}
+	}
 }
 
 // fits reports whether the keys the op in progress, on digest d, may make
@@ -390,20 +456,20 @@ func (b *batch) fits(d store.Digest) bool {
 	return count <= b.maxCount && size <= b.maxSize
 }
 
-// seenClass returns the class index d is trained as, -1 for none.
-func (b *batch) seenClass(d store.Digest) (int, error) {
-	if c, ok := b.seen[d]; ok {
-		return c, nil
+// record returns d's seen record, of class -1 if there is none.
+func (b *batch) record(d store.Digest) (seenRec, error) {
+	if r, ok := b.seen[d]; ok {
+		return r, nil
 	}
-	c, err := readSeen(b.reader(), b.user, d)
+	r, err := readSeen(b.reader(), b.user, d, nil)
 	if err != nil {
-		return 0, fmt.Errorf("read seen record: %w", err)
+		return seenRec{}, fmt.Errorf("read seen record: %w", err)
 	}
-	if c >= b.width {
-		return 0, fmt.Errorf("%w: seen record of unknown class %d", store.ErrInconsistent, c)
+	if r.class >= b.nclasses || len(r.steps) > b.width {
+		return seenRec{}, fmt.Errorf("%w: seen record of unknown class %d or steps of %d classes", store.ErrInconsistent, r.class, len(r.steps)/2)
 	}
-	b.seen[d] = c
-	return c, nil
+	b.seen[d] = r
+	return r, nil
 }
 
 // begin loads what op will change into the overlay, reading the totals
@@ -413,18 +479,22 @@ func (b *batch) begin(op *store.Op) error {
 	if err := b.loadTotals(); err != nil {
 		return err
 	}
-	b.opRows, b.opN, b.opOld = b.opRows[:0], b.opN[:0], b.opOld[:0]
-	b.missing, b.missN = b.missing[:0], b.missN[:0]
-	for h, n := range op.Bag {
+	b.opRows, b.opN, b.opHead, b.opOld = b.opRows[:0], b.opN[:0], b.opHead[:0], b.opOld[:0]
+	b.missing, b.missN, b.missHead = b.missing[:0], b.missN[:0], b.missHead[:0]
+	hashes, counts, head := op.Bag.Hashes(), op.Bag.Counts(), op.Bag.Head()
+	for i, h := range hashes {
+		n := counts[i]
 		if n == 0 {
 			continue
 		}
 		if r, ok := b.rows[h]; ok {
 			b.opRows = append(b.opRows, r)
 			b.opN = append(b.opN, uint64(n))
+			b.opHead = append(b.opHead, i < head)
 		} else {
 			b.missing = append(b.missing, h)
 			b.missN = append(b.missN, uint64(n))
+			b.missHead = append(b.missHead, i < head)
 		}
 	}
 	if err := b.load(); err != nil {
@@ -445,9 +515,9 @@ func (b *batch) load() error {
 	clear(b.vals)
 	// Tokens found only in the cache's old generation are not put back
 	// here: the ones the op changes, its commit puts into the cache.
-	miss, _, _ := b.s.cache.getTokens(b.user, b.missing, b.vals)
+	miss, _, _ := b.s.cache.getTokens(b.user, b.missing, b.vals, b.width)
 	first := int32(len(b.hashes))
-	b.counts = append(b.counts, make([]uint64, len(b.missing)*b.width)...)
+	b.cells = append(b.cells, make([]uint64, len(b.missing)*b.width)...)
 	b.hashes = append(b.hashes, b.missing...)
 	b.rowDirty = append(b.rowDirty, make([]bool, len(b.missing))...)
 	for i, h := range b.missing {
@@ -455,6 +525,7 @@ func (b *batch) load() error {
 		b.rows[h] = r
 		b.opRows = append(b.opRows, r)
 		b.opN = append(b.opN, b.missN[i])
+		b.opHead = append(b.opHead, b.missHead[i])
 		if len(b.vals[i]) > b.width {
 			return fmt.Errorf("%w: token %x has counts of unknown classes", store.ErrInconsistent, h)
 		}
@@ -483,7 +554,8 @@ func (b *batch) load() error {
 		}
 		row := b.row(first + int32(i))
 		err = item.Value(func(v []byte) error {
-			c, err := decodeCounts(row[:0], v)
+			// row is capped at width: a longer row is decoded elsewhere.
+			c, err := decodeRow(row[:0], v)
 			if err == nil && len(c) > b.width {
 				err = fmt.Errorf("%w: counts of unknown classes", store.ErrInconsistent)
 			}
@@ -507,13 +579,13 @@ func (b *batch) loadTotals() error {
 			return fmt.Errorf("read totals: %w", err)
 		}
 	}
-	if len(t.messages) > b.width || len(t.tokens) > b.width {
+	if len(t.messages) > b.nclasses || len(t.tokens) > b.nclasses {
 		return fmt.Errorf("%w: totals of unknown classes", store.ErrInconsistent)
 	}
 	// A copy, since what the cache holds is shared and never modified.
 	b.tot = &totals{
-		messages:   make([]uint64, b.width),
-		tokens:     make([]uint64, b.width),
+		messages:   make([]uint64, b.nclasses),
+		tokens:     make([]uint64, b.nclasses),
 		vocabulary: t.vocabulary,
 	}
 	copy(b.tot.messages, t.messages)
@@ -576,27 +648,27 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			continue
 		}
 		start = len(buf)
-		buf = appendCounts(buf, row)
+		buf = appendRow(buf, row)
 		if err := set(key, since(start)); err != nil {
 			return nil, err
 		}
 	}
 	for d, was := range b.seenBase {
-		c := b.seen[d]
-		if c == was {
+		rec := b.seen[d]
+		if rec.equal(was) {
 			continue
 		}
 		start := len(buf)
 		buf = appendSeenKey(buf, b.user, d)
 		key := since(start)
-		if c < 0 {
+		if rec.class < 0 {
 			if err := txn.Delete(key); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		start = len(buf)
-		buf = appendSeen(buf, c)
+		buf = appendSeen(buf, rec)
 		if err := set(key, since(start)); err != nil {
 			return nil, err
 		}
@@ -686,8 +758,8 @@ func (b *batch) rollback() {
 	for i, r := range b.dirtyRows {
 		copy(b.row(r), b.rowBase[i*b.width:(i+1)*b.width])
 	}
-	for d, c := range b.seenBase {
-		b.seen[d] = c
+	for d, rec := range b.seenBase {
+		b.seen[d] = rec
 	}
 	if b.totDirty {
 		copy(b.tot.messages, b.totBase.messages)
@@ -706,6 +778,17 @@ func (b *batch) clean() {
 	clear(b.seenBase)
 	b.totDirty = false
 	b.count, b.size = 0, 0
+}
+
+// countsAny reports whether row has a non-zero count: whether the token
+// is in the vocabulary. A row kept only by its weights is not.
+func countsAny(row []uint64) bool {
+	for i := 0; i < len(row); i += 2 {
+		if row[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func allZero(c []uint64) bool {

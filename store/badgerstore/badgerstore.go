@@ -9,13 +9,32 @@
 //
 //	"m"                          schema version and class list (JSON)
 //	"u" user 0x00                totals: per-class messages and tokens, vocabulary
-//	"t" user 0x00 hash           one token's per-class counts; hash is 8 bytes big-endian
-//	"s" user 0x00 digest         seen record: class index of a trained message
+//	"r" user 0x00 hash           one token's row; hash is 8 bytes big-endian
+//	"s" user 0x00 digest         seen record of a trained message
 //
-// Counts, totals and seen records are uvarints; a token's counts are
-// indexed by class, trailing zeros dropped, and a token whose counts all
-// reach zero is deleted, so the number of token keys is the vocabulary.
+// Totals are uvarints. A token's row is laid out as store.Counts, a pair
+// per class index: the count as a uvarint, the weight as a zigzag varint,
+// trailing zeros dropped, so a token of a two-class model takes a few
+// bytes. A row whose counts and weights all reach zero is deleted; the
+// vocabulary counts the rows with a count, not those a weight alone
+// keeps. A seen record is the class index as a uvarint, then the steps
+// the message's training added, a head and a body step per class index as
+// zigzag varints, trailing zero pairs dropped: untraining subtracts
+// exactly those. Weights are added and subtracted in wrapping 64-bit
+// arithmetic, which makes taking back exact whatever came between.
 // Classes are registered store-wide, on first use, and never renumbered.
+//
+// # Schema 1
+//
+// Schema 1 had no weights and no steps: token counts under kind "t", one
+// uvarint per class, and seen records of the class index alone. Open
+// converts such a store in place; see convert for how a crash during the
+// conversion is survived. In short: rows of schema 2 live under a kind of
+// their own, each transaction moves a run of keys to it and deletes the
+// old ones, and the meta record says schema 2 only once none is left, so
+// an Open that finds schema 1 resumes where the last one stopped. Seen
+// records of schema 1 read as records without steps and stay as they are.
+// A build that reads schema 1 only refuses a converted store.
 //
 // # Atomicity and durability
 //
@@ -52,7 +71,7 @@
 //
 // # Reads
 //
-// Lookup and Totals go through a bounded in-memory cache of token counts
+// Lookup and Totals go through a bounded in-memory cache of token rows
 // and totals which Apply updates after each commit, before it returns, so
 // the cache never serves a value older than the last Apply; misses are
 // read in one read-only transaction per call. Apply reads through the same
@@ -74,7 +93,7 @@
 // every message rewrite hundreds of groups, which the same limit then
 // confines to a handful of messages a transaction. An op must fit in a
 // transaction by itself, or Apply fails with ErrOpTooLarge.
-// Counts are 64-bit and not checked for overflow.
+// Counts are 64-bit and not checked for overflow; weights wrap around.
 package badgerstore
 
 import (
@@ -120,7 +139,7 @@ type Options struct {
 	// Logger receives Badger's warnings and errors, and panics of the
 	// value-log garbage collector. Nil discards them.
 	Logger *slog.Logger
-	// CacheBytes bounds, roughly, the cache of token counts and totals.
+	// CacheBytes bounds, roughly, the cache of token rows and totals.
 	// Zero means 128 MiB, enough for the some 600,000 features of a model
 	// trained on a few thousand messages; negative turns the cache off.
 	CacheBytes int64
@@ -133,6 +152,15 @@ type Options struct {
 	// SyncWrites fsyncs every commit, so that commits survive a power loss
 	// or kernel crash too, not only the death of the process.
 	SyncWrites bool
+
+	// convertKeys, if set by a test, bounds the keys of a schema-1 store
+	// that one transaction of the conversion moves, so that a small store
+	// takes several.
+	convertKeys int
+	// convertErr, if set by a test, is called after each transaction of
+	// the conversion commits, with the number committed so far; an error
+	// it returns stops the conversion, as a crash would.
+	convertErr func(txns int) error
 }
 
 const (
@@ -267,7 +295,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		txnShare: defaultTxnShare,
 		stopGC:   make(chan struct{}),
 	}
-	if err := s.loadMeta(); err != nil {
+	if err := s.loadMeta(ctx, o); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
 	}
 	if !o.InMemory && o.GCInterval > 0 {
@@ -284,8 +312,8 @@ func lockedError(err error) bool {
 }
 
 // loadMeta reads the schema version and classes, writing them into a new,
-// empty database.
-func (s *Store) loadMeta() error {
+// empty database, and converts a store of schema 1.
+func (s *Store) loadMeta(ctx context.Context, o Options) error {
 	var m meta
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(metaKey)
@@ -314,6 +342,12 @@ func (s *Store) loadMeta() error {
 	})
 	if err != nil {
 		return fmt.Errorf("read meta record: %w", err)
+	}
+	if m.Schema == 1 {
+		if err := s.convert(ctx, m, o); err != nil {
+			return fmt.Errorf("convert from schema 1: %w", err)
+		}
+		m.Schema = schemaVersion
 	}
 	if m.Schema != schemaVersion {
 		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
@@ -384,8 +418,9 @@ func readTotals(txn *badger.Txn, user string) (*totals, error) {
 	return &t, err
 }
 
-// Lookup returns the counts of each hash for user. Each Counts is as long
-// as the class list, and all of one call share one backing array.
+// Lookup returns the row of each hash for user: its count and weight
+// per class, two values for each registered class at least. The rows are
+// the caller's; those of that length share one array.
 func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]store.Counts, error) {
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("lookup: %w", err)
@@ -394,42 +429,26 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]s
 		return nil, fmt.Errorf("lookup: %w", err)
 	}
 	defer s.life.RUnlock()
-	// out first holds counts from the cache and Badger, then the
-	// caller's copies.
+	// A row of a class registered from here on is longer than width,
+	// and comes in an array of its own.
+	width := 2 * len(s.classes.Load().names)
 	out := make([]store.Counts, len(hashes))
-	miss, old, gen := s.cache.getTokens(user, hashes, out)
+	miss, old, gen := s.cache.getTokens(user, hashes, out, width)
 	if len(miss) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
 		}
-		if err := s.readTokens(user, hashes, out, miss); err != nil {
+		if err := s.readTokens(user, hashes, out, miss, width); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
 		}
 	}
 	if len(miss)+len(old) > 0 {
 		s.cache.fillTokens(gen, user, hashes, out, append(miss, old...))
 	}
-	width, found := len(s.classes.Load().names), 0
-	for _, c := range out {
-		if c != nil {
-			width = max(width, len(c))
-			found++
-		}
-	}
-	backing := make([]uint64, found*width)
-	for i, c := range out {
-		if c == nil {
-			continue
-		}
-		own := backing[:width:width]
-		backing = backing[width:]
-		copy(own, c)
-		out[i] = own
-	}
 	return out, nil
 }
 
-// Warm reads user's token counts into the cache, as many as one cache
+// Warm reads user's token rows into the cache, as many as one cache
 // generation holds, and returns how many it read, so that the first
 // messages classified find them there instead of reading Badger a token
 // at a time: a store is scanned in key order at some 0.3 microseconds a
@@ -480,7 +499,7 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 		}
 		start := len(arena)
 		var err error
-		if arena, err = decodeCounts(arena, v); err != nil {
+		if arena, err = decodeRow(arena, v); err != nil {
 			arena = arena[:start]
 			return true
 		}
@@ -530,15 +549,16 @@ func (s *Store) WarmInBackground(ctx context.Context, users ...string) (stop fun
 	}
 }
 
-// readTokens reads the counts of hashes[i] for each i in idx into vals[i]
-// in one read-only transaction, leaving nil for tokens not stored.
-func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int) error {
+// readTokens reads the rows of hashes[i] for each i in idx into vals[i],
+// at least width values long, in one read-only transaction, leaving nil
+// for tokens not stored.
+func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int, width int) error {
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	key := make([]byte, 0, len(user)+10)
-	// One array backs all counts read; they are immutable once cached.
-	arena := make([]uint64, 0, 2*len(idx))
-	for _, i := range idx {
+	// One array backs all rows read, unless one is longer than width.
+	arena := make([]uint64, len(idx)*width)
+	for k, i := range idx {
 		key = appendTokenKey(key[:0], user, hashes[i])
 		item, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -547,15 +567,15 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 		if err != nil {
 			return err
 		}
-		start := len(arena)
+		row := arena[k*width : k*width : (k+1)*width]
 		err = item.Value(func(v []byte) error {
-			arena, err = decodeCounts(arena, v)
+			row, err = decodeRow(row, v)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("token %x: %w", hashes[i], err)
 		}
-		vals[i] = arena[start:len(arena):len(arena)]
+		vals[i] = row[:max(len(row), width)]
 	}
 	return nil
 }
@@ -571,38 +591,39 @@ func (s *Store) Seen(_ context.Context, user string, d store.Digest) (string, er
 	defer s.life.RUnlock()
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
-	c, err := readSeen(txn, user, d)
+	rec, err := readSeen(txn, user, d, nil)
 	if err != nil {
 		return "", fmt.Errorf("seen %q %x: %w", user, d[:8], err)
 	}
-	if c < 0 {
+	if rec.class < 0 {
 		return "", nil
 	}
 	// A class is registered before any record refers to it, so the list
 	// loaded after the read names it unless the store is damaged.
 	classes := s.classes.Load().names
-	if c >= len(classes) {
-		return "", fmt.Errorf("seen %q %x: %w: record of unknown class %d", user, d[:8], store.ErrInconsistent, c)
+	if rec.class >= len(classes) {
+		return "", fmt.Errorf("seen %q %x: %w: record of unknown class %d", user, d[:8], store.ErrInconsistent, rec.class)
 	}
-	return classes[c], nil
+	return classes[rec.class], nil
 }
 
-// readSeen returns the class index in d's seen record for user, -1 if
-// there is none. The caller checks the index against its class list.
-func readSeen(txn *badger.Txn, user string, d store.Digest) (int, error) {
+// readSeen returns d's seen record for user, its steps appended to steps,
+// or a record of class -1 if there is none. The caller checks the record
+// against its class list.
+func readSeen(txn *badger.Txn, user string, d store.Digest, steps []int64) (seenRec, error) {
 	item, err := txn.Get(appendSeenKey(nil, user, d))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return -1, nil
+		return seenRec{class: -1}, nil
 	}
 	if err != nil {
-		return 0, err
+		return seenRec{}, err
 	}
-	var c uint64
+	var rec seenRec
 	err = item.Value(func(v []byte) error {
-		c, err = decodeSeen(v)
+		rec, err = decodeSeen(v, steps)
 		return err
 	})
-	return int(c), err
+	return rec, err
 }
 
 // Users lists the users with a totals record, sorted.

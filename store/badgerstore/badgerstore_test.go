@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,7 +64,8 @@ func train(t testing.TB, s store.Store, user string, ops ...store.Op) []store.Re
 func TestReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	train(t, s, "", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}))
+	train(t, s, "", storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1},
+		store.Step{Class: "spam", Head: 5, Body: -3}, store.Step{Class: "ham", Head: -5}))
 	train(t, s, "alice",
 		storetest.Train("m1", "ham", map[bow.Hash]uint32{1: 1, 3: 5}),
 		storetest.Train("m2", "newsletter", map[bow.Hash]uint32{3: 1}),
@@ -84,8 +86,9 @@ func TestReopen(t *testing.T) {
 	}
 	storetest.Expect(t, s, "", storetest.State{
 		Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 3}, Vocabulary: 2,
-		Counts: map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}},
-		Seen:   map[string]string{"m1": "spam"},
+		Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 2}, 2: {"spam": 1}},
+		Weights: map[bow.Hash]map[string]int64{1: {"spam": 10, "ham": -10}, 2: {"spam": -3}},
+		Seen:    map[string]string{"m1": "spam"},
 	})
 	storetest.Expect(t, s, "alice", storetest.State{
 		Messages: map[string]uint64{"ham": 1, "newsletter": 1}, Tokens: map[string]uint64{"ham": 6, "newsletter": 1}, Vocabulary: 2,
@@ -96,6 +99,9 @@ func TestReopen(t *testing.T) {
 	if err != nil || !slices.Equal(users, []string{"", "alice"}) {
 		t.Errorf("Users = %q, %v", users, err)
 	}
+	// The steps recorded before the reopening are taken back exactly.
+	train(t, s, "", store.Op{Digest: storetest.D("m1"), Bag: bow.FromMaps(map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1})})
+	storetest.Expect(t, s, "", storetest.State{Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil}})
 	// The class list grows on from where it was.
 	train(t, s, "", storetest.Train("m2", "phish", nil))
 	if tot, _ := s.Totals(context.Background(), ""); tot.Index("phish") != 3 {
@@ -123,6 +129,7 @@ func TestCheck(t *testing.T) {
 	user := "alice"
 	tokenKey := appendTokenKey(nil, user, 1)
 	seenKey := appendSeenKey(nil, user, storetest.D("m1"))
+	v1Key := binary.BigEndian.AppendUint64(userPrefix(kindTokenV1, user), 1)
 	tests := []struct {
 		name  string
 		key   []byte
@@ -130,34 +137,44 @@ func TestCheck(t *testing.T) {
 		want  string // in the report; "" means consistent
 	}{
 		{"untouched", nil, nil, ""},
+		{"weight changed", tokenKey, appendRow(nil, []uint64{3, 12345}), ""},
 		{"messages off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{3, 1}, tokens: []uint64{6, 1}, vocabulary: 3}), `class "spam": totals say 3 messages, 2 seen records`},
 		{"tokens off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{7, 1}, vocabulary: 3}), `class "spam": totals say 7 tokens, token counts sum to 6`},
-		{"vocabulary off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 4}), "totals say vocabulary 4, 3 tokens stored"},
+		{"vocabulary off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 4}), "totals say vocabulary 4, 3 tokens with a count"},
 		{"totals lost", totalsKey(user), nil, `class "ham": totals say 0 messages, 1 seen records`},
 		{"totals undecodable", totalsKey(user), []byte{0xff}, "totals: store is inconsistent: undecodable value"},
-		{"token count changed", tokenKey, appendCounts(nil, []uint64{5}), `class "spam": totals say 6 tokens, token counts sum to 8`},
-		{"token lost", tokenKey, nil, "totals say vocabulary 3, 2 tokens stored"},
-		{"token of unknown class", tokenKey, appendCounts(nil, []uint64{2, 0, 1}), "counts of unknown classes"},
+		{"token count changed", tokenKey, appendRow(nil, []uint64{5}), `class "spam": totals say 6 tokens, token counts sum to 8`},
+		{"token lost", tokenKey, nil, "totals say vocabulary 3, 2 tokens with a count"},
+		{"token with a weight only", tokenKey, appendRow(nil, []uint64{0, 7}), "totals say vocabulary 3, 2 tokens with a count"},
+		{"token all zero", tokenKey, []byte{0, 0}, "all zero, not deleted"},
+		{"token of unknown class", tokenKey, appendRow(nil, []uint64{2, 0, 0, 0, 1}), "counts of unknown classes"},
 		{"token undecodable", tokenKey, []byte{0x80}, "undecodable"},
+		{"token weight undecodable", tokenKey, []byte{3, 0x80}, "undecodable"},
+		{"token left in schema 1", v1Key, []byte{1}, "of schema 1"},
 		{"seen record lost", seenKey, nil, `class "spam": totals say 2 messages, 1 seen records`},
-		{"seen record moved", seenKey, appendSeen(nil, 1), `class "ham": totals say 1 messages, 2 seen records`},
-		{"seen record of unknown class", seenKey, appendSeen(nil, 7), "unknown class 7"},
-		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendCounts(nil, []uint64{1}), "malformed token key"},
+		{"seen record moved", seenKey, appendSeen(nil, seenRec{class: 1}), `class "ham": totals say 1 messages, 2 seen records`},
+		{"seen record without steps", seenKey, appendSeen(nil, seenRec{class: 0}), ""},
+		{"seen record of unknown class", seenKey, appendSeen(nil, seenRec{class: 7}), "unknown class 7"},
+		{"seen record with steps of unknown classes", seenKey, appendSeen(nil, seenRec{class: 0, steps: []int64{1, 1, 1, 1, 1, 1}}), "steps of unknown classes"},
+		{"seen record with a step undecodable", seenKey, append(appendSeen(nil, seenRec{class: 0}), 2, 0x80), "undecodable"},
+		{"seen record with a head step alone", seenKey, append(appendSeen(nil, seenRec{class: 0}), 2), "head step without its body step"},
+		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendRow(nil, []uint64{1}), "malformed token key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := open(t, "", Options{InMemory: true})
 			defer s.Close()
+			steps := []store.Step{{Class: "spam", Head: 4, Body: 1}, {Class: "ham", Head: -4, Body: -1}}
 			train(t, s, user,
-				storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}),
-				storetest.Train("m2", "spam", map[bow.Hash]uint32{1: 1, 3: 2}),
+				storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1}, steps...),
+				storetest.TrainSteps("m2", "spam", nil, map[bow.Hash]uint32{1: 1, 3: 2}, steps...),
 				storetest.Train("m3", "ham", map[bow.Hash]uint32{3: 1}),
 				storetest.Train("m4", "ham", map[bow.Hash]uint32{9: 1}),
 				storetest.Forget("m4", map[bow.Hash]uint32{9: 1}),
 			)
 			// Another user's model, the same but for one message, must
 			// neither disturb alice's check nor be disturbed by it.
-			train(t, s, "alice2", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 2, 2: 1}))
+			train(t, s, "alice2", storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1}, steps...))
 			if tt.key != nil {
 				corrupt(t, s, tt.key, tt.value)
 			}
@@ -212,24 +229,19 @@ func testSplit(t *testing.T, share int64) {
 	s.txnShare = share
 	m := store.NewMemory()
 	rng := rand.New(rand.NewPCG(7, 8))
-	bags := make([]map[bow.Hash]uint32, 200)
+	bags := make([]bow.Bag, 200)
 	for i := range bags {
-		bags[i] = storetest.RandomBagOf(rng, 300, 5000)
+		bags[i] = splitBag(storetest.RandomBagOf(rng, 300, 5000))
 	}
-	hashes := slices.Collect(func(yield func(bow.Hash) bool) {
-		for _, bag := range bags {
-			for h := range bag {
-				if !yield(h) {
-					return
-				}
-			}
-		}
-	})
+	var hashes []bow.Hash
+	for _, bag := range bags {
+		hashes = append(hashes, bag.Hashes()...)
+	}
 	for round := range 4 {
 		ops := make([]store.Op, 150)
 		for i := range ops {
 			j := rng.IntN(len(bags))
-			ops[i] = store.Op{Digest: storetest.D(fmt.Sprint(j)), Class: []string{"spam", "ham", ""}[rng.IntN(3)], Bag: bags[j]}
+			ops[i] = store.Op{Digest: storetest.D(fmt.Sprint(j)), Class: []string{"spam", "ham", ""}[rng.IntN(3)], Bag: bags[j], Steps: randomSteps(rng)}
 		}
 		// The same message more than once, in different transactions.
 		ops[149] = ops[0]
@@ -261,6 +273,31 @@ func testSplit(t *testing.T, share int64) {
 	if fmt.Sprint(gotC) != fmt.Sprint(wantC) {
 		t.Errorf("Lookup differs from the memory store's")
 	}
+}
+
+// splitBag makes a bag of bag, about a third of whose features, picked
+// by hash, are the header's.
+func splitBag(bag map[bow.Hash]uint32) bow.Bag {
+	head, body := map[bow.Hash]uint32{}, map[bow.Hash]uint32{}
+	for h, n := range bag {
+		if h%3 == 0 {
+			head[h] = n
+		} else {
+			body[h] = n
+		}
+	}
+	return bow.FromMaps(head, body)
+}
+
+// randomSteps returns steps for some of the classes spam and ham.
+func randomSteps(rng *rand.Rand) []store.Step {
+	var steps []store.Step
+	for _, c := range []string{"spam", "ham"} {
+		if rng.IntN(3) > 0 {
+			steps = append(steps, store.Step{Class: c, Head: rng.Int64N(2001) - 1000, Body: rng.Int64N(2001) - 1000})
+		}
+	}
+	return steps
 }
 
 func TestOpTooLarge(t *testing.T) {
@@ -304,7 +341,7 @@ func TestOpenRejects(t *testing.T) {
 		value []byte
 	}{
 		{"foreign database", []byte("some key"), []byte("some value")},
-		{"newer schema", metaKey, []byte(`{"schema":2,"classes":[]}`)},
+		{"newer schema", metaKey, []byte(`{"schema":3,"classes":[]}`)},
 		{"bad meta", metaKey, []byte(`{"schema":1,"classes":["Spam"]}`)},
 		{"meta not JSON", metaKey, []byte{1, 2, 3}},
 	}
@@ -560,7 +597,10 @@ func TestCommitFails(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	ops := make([]store.Op, 60)
 	for i := range ops {
-		ops[i] = storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 300, 5000))
+		ops[i] = store.Op{
+			Digest: storetest.D(fmt.Sprint(i)), Class: []string{"spam", "ham"}[i%2],
+			Bag: splitBag(storetest.RandomBagOf(rng, 300, 5000)), Steps: randomSteps(rng),
+		}
 	}
 	for _, fail := range []int{0, 1, 2, 3} {
 		t.Run(fmt.Sprintf("transaction %d", fail), func(t *testing.T) {
@@ -601,12 +641,7 @@ func TestCommitFails(t *testing.T) {
 			if fmt.Sprint(gotT) != fmt.Sprint(wantT) {
 				t.Errorf("Totals = %v, memory store has %v", gotT, wantT)
 			}
-			var hashes []bow.Hash
-			for _, op := range ops {
-				for h := range op.Bag {
-					hashes = append(hashes, h)
-				}
-			}
+			hashes := hashesOf(ops)
 			for _, cache := range []string{"cached", "from Badger"} {
 				if cache == "from Badger" {
 					s.cache = newCache(-1)
@@ -637,7 +672,10 @@ func TestWarm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var ops []store.Op
 	for i := range 50 {
-		ops = append(ops, store.Op{Digest: storetest.D(fmt.Sprint(i)), Class: []string{"spam", "ham"}[i%2], Bag: storetest.RandomBagOf(rng, 200, 20000)})
+		ops = append(ops, store.Op{
+			Digest: storetest.D(fmt.Sprint(i)), Class: []string{"spam", "ham"}[i%2],
+			Bag: splitBag(storetest.RandomBagOf(rng, 200, 20000)), Steps: randomSteps(rng),
+		})
 	}
 	for _, user := range []string{"", "alice"} {
 		if _, err := s.Apply(ctx, user, ops); err != nil {
@@ -671,7 +709,7 @@ func TestWarm(t *testing.T) {
 				t.Errorf("Warm read %d tokens of %d", n, len(hashesOf(ops)))
 			}
 			hs := hashesOf(ops)
-			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
+			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
 			if warm := len(miss) == 0; warm != tc.wantWarm {
 				t.Fatalf("%d of %d tokens missed after Warm; want warm %v", len(miss), len(hs), tc.wantWarm)
 			}
@@ -685,7 +723,7 @@ func TestWarm(t *testing.T) {
 				}
 			}
 			// Another user's tokens were not read in.
-			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1)); len(miss) != 1 {
+			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1), 4); len(miss) != 1 {
 				t.Error("Warm of the global model cached alice's tokens")
 			}
 		})
@@ -707,7 +745,7 @@ func TestWarm(t *testing.T) {
 	rng = rand.New(rand.NewPCG(5, 6))
 	var big []store.Op
 	for i := range 100 {
-		big = append(big, store.Op{Digest: storetest.D(fmt.Sprint(i)), Class: "spam", Bag: storetest.RandomBagOf(rng, 300, 1<<40)})
+		big = append(big, storetest.Train(fmt.Sprint(i), "spam", storetest.RandomBagOf(rng, 300, 1<<40)))
 	}
 	if _, err := small.Apply(ctx, "", big); err != nil {
 		t.Fatal(err)
@@ -726,7 +764,7 @@ func TestWarmInBackground(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
 	rng := rand.New(rand.NewPCG(7, 8))
-	ops := []store.Op{{Digest: storetest.D("m"), Class: "spam", Bag: storetest.RandomBagOf(rng, 500, 1<<40)}}
+	ops := []store.Op{storetest.Train("m", "spam", storetest.RandomBagOf(rng, 500, 1<<40))}
 	if _, err := s.Apply(ctx, "", ops); err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +776,7 @@ func TestWarmInBackground(t *testing.T) {
 	stop := s.WarmInBackground(ctx, "")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)))
+		miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 2)
 		if len(miss) == 0 {
 			break
 		}
@@ -756,7 +794,7 @@ func TestWarmInBackground(t *testing.T) {
 func hashesOf(ops []store.Op) []bow.Hash {
 	set := map[bow.Hash]bool{}
 	for _, op := range ops {
-		for h := range op.Bag {
+		for _, h := range op.Bag.Hashes() {
 			set[h] = true
 		}
 	}

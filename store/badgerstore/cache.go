@@ -1,14 +1,16 @@
 package badgerstore
 
 import (
+	"math"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
 )
 
-// cache holds recently read or written token counts (nil for a token known
+// cache holds recently read or written token rows (nil for a token known
 // to be absent) and totals, so that classifying mostly stays out of Badger.
 //
 // It must never serve a value older than the last Apply that returned.
@@ -17,8 +19,10 @@ import (
 // opens its Badger transaction, and puts what it read only if gen has not
 // moved since: otherwise a commit may have happened in between, and the
 // value it read from its older snapshot may be one that commit replaced.
-// Losing such a fill costs a later miss, nothing else. Values in the maps
-// are never modified, only replaced, so a reader may keep one past mu.
+// Losing such a fill costs a later miss, nothing else. Rows go in and
+// out as copies, so what a caller holds is never the cache's and the
+// other way round; totals are never modified, only replaced, so a reader
+// may keep them past mu.
 type cache struct {
 	mu     sync.RWMutex
 	gen    uint64
@@ -68,14 +72,14 @@ func (c *cache) id(user string) uint32 {
 	return id
 }
 
-// getTokens sets out[i] to the cached counts of hashes[i] for user (nil
-// for a token known to be absent) and returns the indices it has no entry
-// for, the indices it found only in the old generation, and the generation
-// to pass to fillTokens, which should put both back: the misses read from
-// Badger, the others so that a token in use survives the next rotation.
-// Two-class counts are copies, in one array for the call; wider ones are
-// the cache's own, never modified.
-func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (miss, old []int, gen uint64) {
+// getTokens sets out[i] to a copy of the cached row of hashes[i] for user
+// (nil for a token known to be absent), at least width values long, and
+// returns the indices it has no entry for, the indices it found only in
+// the old generation, and the generation to pass to fillTokens, which
+// should put both back: the misses read from Badger, the others so that a
+// token in use survives the next rotation. The rows are the caller's; all
+// those of width values share one array.
+func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, width int) (miss, old []int, gen uint64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	id, ok := c.ids[user]
@@ -86,7 +90,20 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 		}
 		return miss, nil, c.gen
 	}
-	arena := make([]uint64, 0, inlineClasses*len(hashes))
+	var backing []uint64
+	row := func(i, n int) []uint64 {
+		if n > width {
+			return make([]uint64, n)
+		}
+		if len(backing) == 0 {
+			// Enough for the rest of the call, all hits; allocated at
+			// the first, so that a call of unknown tokens allocates none.
+			backing = make([]uint64, (len(hashes)-i)*width)
+		}
+		r := backing[:width:width]
+		backing = backing[width:]
+		return r
+	}
 	for i, h := range hashes {
 		e, inOld := c.tokens.find(id, h)
 		switch {
@@ -99,11 +116,13 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 				miss = append(miss, i)
 				continue
 			}
-			out[i] = v
+			r := row(i, len(v))
+			copy(r, v)
+			out[i] = r
 		case e.width > 0:
-			start := len(arena)
-			arena = append(arena, e.counts[:e.width]...)
-			out[i] = arena[start:len(arena):len(arena)]
+			r := row(i, int(e.width))
+			e.unpack(r)
+			out[i] = r
 		}
 		if inOld {
 			old = append(old, i)
@@ -112,8 +131,8 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts) (m
 	return miss, old, c.gen
 }
 
-// fillTokens caches vals[i] for hashes[i] for each i in idx, unless a
-// commit happened since gen; it reports whether it did.
+// fillTokens caches a copy of vals[i] for hashes[i] for each i in idx,
+// unless a commit happened since gen; it reports whether it did.
 func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []store.Counts, idx []int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -145,8 +164,8 @@ func (c *cache) fillTotals(gen uint64, user string, t *totals) {
 	}
 }
 
-// committed records what a commit wrote for user: the new counts of
-// hashes (nil for deleted) and, if not nil, the new totals.
+// committed records what a commit wrote for user: copies of the new rows
+// of hashes (nil for deleted) and, if not nil, the new totals.
 func (c *cache) committed(user string, hashes []bow.Hash, vals [][]uint64, t *totals) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,11 +179,15 @@ func (c *cache) committed(user string, hashes []bow.Hash, vals [][]uint64, t *to
 	}
 }
 
-// tokenTable maps a user's token to its counts, in open-addressed arrays
-// of fixed-size entries that hold the counts of a two-class model inline:
-// a lookup costs about one cache miss, where a Go map of slices cost three
-// or four (the group's control word, the slot, the slice's array), and
-// scoring a message is mostly lookups.
+// tokenTable maps a user's token to its row, in open-addressed arrays of
+// fixed-size entries that hold the row of a two-class model inline, in 32
+// bits a value: a lookup costs about one cache miss, where a Go map of
+// slices cost three or four (the group's control word, the slot, the
+// slice's array), and scoring a message is mostly lookups. Counts past
+// 2^32 and weights outside int32, which a two-class model hardly ever
+// has, go aside like the rows of more classes: 32 bits keep an entry at
+// half a cache line, where 64 would need three quarters, and entries
+// would then straddle lines.
 //
 // It keeps two generations. Entries go into cur, which grows as it fills
 // up to its bound; a full cur becomes old, and the old one is dropped.
@@ -176,21 +199,51 @@ type tokenTable struct {
 	cur, old []tokenEntry
 	n        int // entries in cur
 	maxSlots int // slots of a generation at its bound; 0 turns caching off
-	// wide holds the counts of tokens of more than inlineClasses classes;
-	// their entries say wideCounts.
+	// wide holds the rows that do not fit in an entry: of tokens with a
+	// count or weight of a class past the first inlineClasses, or too
+	// big for 32 bits. Their entries say wideCounts.
 	wide boundedMap[tokenKey, []uint64]
 }
 
-// inlineClasses is the number of counts an entry holds.
+// inlineClasses is the number of classes whose count and weight an entry
+// holds.
 const inlineClasses = 2
 
 type tokenEntry struct {
 	hash bow.Hash
 	user uint32 // user id + 1; 0 marks an empty slot
-	// width is the number of counts; 0 means the token is known to be
-	// absent, wideCounts that its counts are in tokenTable.wide.
-	width  uint32
-	counts [inlineClasses]uint64
+	// width is the number of values in the row, trailing zeros dropped;
+	// 0 means the token is known to be absent, wideCounts that its row
+	// is in tokenTable.wide.
+	width uint32
+	// vals is the row: counts as uint32, weights as int32.
+	vals [2 * inlineClasses]uint32
+}
+
+// pack puts row v into e, reporting false if it does not fit.
+func (e *tokenEntry) pack(v []uint64) bool {
+	if len(v) > len(e.vals) {
+		return false
+	}
+	for i, x := range v {
+		if i%2 == 0 && x > math.MaxUint32 || i%2 == 1 && int64(x) != int64(int32(x)) {
+			return false
+		}
+		e.vals[i] = uint32(x)
+	}
+	return true
+}
+
+// unpack writes e's row into dst, which is at least e.width long and
+// zero beyond it.
+func (e *tokenEntry) unpack(dst []uint64) {
+	for i := range e.width {
+		if i%2 == 0 {
+			dst[i] = uint64(e.vals[i])
+		} else {
+			dst[i] = uint64(int64(int32(e.vals[i])))
+		}
+	}
 }
 
 const (
@@ -253,7 +306,7 @@ func probe(gen []tokenEntry, user uint32, h bow.Hash) *tokenEntry {
 	}
 }
 
-// put caches counts v (nil: absent) for user id's token h.
+// put caches a copy of row v (nil: absent) for user id's token h.
 func (t *tokenTable) put(id uint32, h bow.Hash, v []uint64) {
 	if t.maxSlots == 0 {
 		return
@@ -265,13 +318,17 @@ func (t *tokenTable) put(id uint32, h bow.Hash, v []uint64) {
 	if e.user == 0 {
 		t.n++
 	}
-	*e = tokenEntry{hash: h, user: id + 1, width: uint32(len(v))}
-	if len(v) > inlineClasses {
-		e.width = wideCounts
-		t.wide.put(tokenKey{id, h}, v)
-		return
+	// Rows are as wide as the class list was; the values of classes a
+	// token never had take no room.
+	n := len(v)
+	for n > 0 && v[n-1] == 0 {
+		n--
 	}
-	copy(e.counts[:], v)
+	*e = tokenEntry{hash: h, user: id + 1, width: uint32(n)}
+	if !e.pack(v[:n]) {
+		*e = tokenEntry{hash: h, user: id + 1, width: wideCounts}
+		t.wide.put(tokenKey{id, h}, slices.Clone(v[:n]))
+	}
 }
 
 // grow doubles cur, up to its bound, or, at the bound, makes it old and

@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"unsafe"
@@ -39,17 +40,17 @@ func TestCacheFill(t *testing.T) {
 		run  func(c *cache)
 	}{
 		{"fill, then commit", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 		}},
 		{"read before commit, fill after", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 		}},
 		{"fill after commit of another user", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1))
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.committed("v", hashes, [][]uint64{stale}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
@@ -60,7 +61,7 @@ func TestCacheFill(t *testing.T) {
 			c := newCache(1 << 20)
 			tt.run(c)
 			got := make([]store.Counts, 1)
-			if miss, _, _ := c.getTokens("u", hashes, got); len(miss) != 0 || got[0][0] != 2 {
+			if miss, _, _ := c.getTokens("u", hashes, got, 4); len(miss) != 0 || got[0][0] != 2 {
 				t.Errorf("cache holds %v (misses %v), want [2]", got[0], miss)
 			}
 		})
@@ -79,7 +80,7 @@ func TestCacheUserIDs(t *testing.T) {
 	// Whatever was dropped, no user may see another's counts.
 	for _, u := range []string{"first", "user0", fmt.Sprint("user", maxUserIDs+9)} {
 		got := make([]store.Counts, 1)
-		miss, _, _ := c.getTokens(u, []bow.Hash{1}, got)
+		miss, _, _ := c.getTokens(u, []bow.Hash{1}, got, 4)
 		want := uint64(5)
 		if u != "first" {
 			fmt.Sscanf(u, "user%d", &want)
@@ -90,26 +91,48 @@ func TestCacheUserIDs(t *testing.T) {
 	}
 }
 
+// get returns the row the table holds for user id's token h, trailing
+// zeros dropped, nil for a token known absent, and whether it has one.
+func (t *tokenTable) get(id uint32, h bow.Hash) ([]uint64, bool) {
+	e, _ := t.find(id, h)
+	switch {
+	case e == nil:
+		return nil, false
+	case e.width == wideCounts:
+		return t.wide.get(tokenKey{id, h})
+	case e.width == 0:
+		return nil, true
+	}
+	row := make([]uint64, e.width)
+	e.unpack(row)
+	return row, true
+}
+
 func TestTokenTable(t *testing.T) {
 	if n := unsafe.Sizeof(tokenEntry{}); n != entryBytes {
 		t.Fatalf("tokenEntry takes %d bytes, entryBytes says %d", n, entryBytes)
 	}
-	counts := func(i int) []uint64 {
-		switch i % 4 {
+	neg := func(w int64) uint64 { return uint64(w) }
+	rows := func(i int) []uint64 {
+		switch i % 6 {
 		case 0:
 			return nil // known absent
 		case 1:
 			return []uint64{uint64(i)}
 		case 2:
-			return []uint64{uint64(i), 1}
+			return []uint64{uint64(i), neg(-int64(i)), 1, 7}
+		case 3:
+			return []uint64{0, 0, 0, 0, uint64(i)} // a third class: kept aside
+		case 4:
+			return []uint64{0, neg(math.MinInt32 - int64(i))} // a weight past int32: kept aside
 		}
-		return []uint64{0, uint64(i), 7} // a third class: kept aside
+		return []uint64{math.MaxUint32 + uint64(i)} // a count past 32 bits: kept aside
 	}
 	tt := newTokenTable(1 << 20)
 	const users, tokens = 3, 40000 // past one generation's bound
 	for i := range tokens {
 		for u := range uint32(users) {
-			tt.put(u, bow.Hash(i), counts(i+int(u)))
+			tt.put(u, bow.Hash(i), rows(i+int(u)))
 		}
 		if len(tt.cur) > tt.maxSlots || len(tt.old) > tt.maxSlots {
 			t.Fatalf("generations of %d and %d slots, bound %d", len(tt.cur), len(tt.old), tt.maxSlots)
@@ -118,23 +141,12 @@ func TestTokenTable(t *testing.T) {
 	found := 0
 	for i := range tokens {
 		for u := range uint32(users) {
-			e, _ := tt.find(u, bow.Hash(i))
-			if e == nil {
-				continue
+			got, ok := tt.get(u, bow.Hash(i))
+			if !ok {
+				continue // dropped with a generation, or evicted from the side map
 			}
 			found++
-			want := counts(i + int(u))
-			var got []uint64
-			switch {
-			case e.width == wideCounts:
-				var ok bool
-				if got, ok = tt.wide.get(tokenKey{u, bow.Hash(i)}); !ok {
-					continue // evicted from the side map
-				}
-			case e.width > 0:
-				got = e.counts[:e.width]
-			}
-			if !slices.Equal(got, want) {
+			if want := rows(i + int(u)); !slices.Equal(got, want) {
 				t.Fatalf("user %d token %d: %v, want %v", u, i, got, want)
 			}
 		}
@@ -153,6 +165,39 @@ func TestTokenTable(t *testing.T) {
 	off.put(0, 1, []uint64{1})
 	if e, _ := off.find(0, 1); e != nil || off.cur != nil {
 		t.Error("a table of no bytes caches")
+	}
+}
+
+// TestCacheCopies checks that the rows going into the cache and coming out
+// of it are copies, inline or aside, so that neither a caller scribbling
+// on what it got or gave nor the cache can change the other's rows.
+func TestCacheCopies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		row  []uint64
+	}{
+		{"inline", []uint64{1, 2, 3, 4}},
+		{"aside", []uint64{1, 2, 3, 4, 5, 6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(1 << 20)
+			put := slices.Clone(tc.row)
+			c.committed("u", []bow.Hash{1}, [][]uint64{put}, nil)
+			put[0] = 99
+			got := make([]store.Counts, 1)
+			if miss, _, _ := c.getTokens("u", []bow.Hash{1}, got, 6); len(miss) != 0 || got[0][0] != 1 {
+				t.Fatalf("after the putter scribbled: %v (misses %v)", got[0], miss)
+			}
+			if len(got[0]) != 6 || !slices.Equal(got[0][:len(tc.row)], tc.row) {
+				t.Fatalf("got %v, want %v padded to 6", got[0], tc.row)
+			}
+			got[0][0] = 98
+			again := make([]store.Counts, 1)
+			c.getTokens("u", []bow.Hash{1}, again, 6)
+			if again[0][0] != 1 {
+				t.Errorf("after the getter scribbled: %v", again[0])
+			}
+		})
 	}
 }
 
@@ -187,7 +232,7 @@ func TestTokenTableGenerations(t *testing.T) {
 		t.Fatalf("after a rotation: entry %+v, in old %v; want it in old", e, old)
 	}
 	tt.put(0, key, []uint64{3, 4})
-	if e, old := tt.find(0, key); e == nil || old || e.counts != [2]uint64{3, 4} {
+	if e, old := tt.find(0, key); e == nil || old || e.vals != [4]uint32{3, 4} {
 		t.Fatalf("after an update: %+v, in old %v; want [3 4] in cur", e, old)
 	}
 	next = fill(next)
@@ -196,7 +241,7 @@ func TestTokenTableGenerations(t *testing.T) {
 	}
 	tt.put(0, key, []uint64{3, 4}) // read back, as Lookup does
 	fill(next)
-	if e, _ := tt.find(0, key); e == nil || e.counts != [2]uint64{3, 4} {
+	if e, _ := tt.find(0, key); e == nil || e.vals != [4]uint32{3, 4} {
 		t.Errorf("a token read back was dropped: %+v", e)
 	}
 	// A token of the first fill, never read since, is gone.
@@ -218,14 +263,14 @@ func TestLookupPutsBackOldHits(t *testing.T) {
 		}
 	}
 	got := make([]store.Counts, 1)
-	miss, old, gen := c.getTokens("u", hashes, got)
+	miss, old, gen := c.getTokens("u", hashes, got, 2)
 	if len(miss) != 0 || len(old) != 1 || !slices.Equal(got[0], []uint64{5, 6}) {
 		t.Fatalf("miss %v, old %v, counts %v; want the token found in old", miss, old, got[0])
 	}
 	if !c.fillTokens(gen, "u", hashes, got, old) {
 		t.Fatal("fill refused with no commit since")
 	}
-	if _, old, _ := c.getTokens("u", hashes, got); len(old) != 0 {
+	if _, old, _ := c.getTokens("u", hashes, got, 2); len(old) != 0 {
 		t.Error("still only in the old generation after being put back")
 	}
 }

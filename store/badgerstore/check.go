@@ -13,11 +13,13 @@ import (
 // in a million keys needs no million-line error.
 const maxProblems = 20
 
-// Check recounts user's seen records and token counts in one snapshot and
+// Check recounts user's seen records and token rows in one snapshot and
 // compares the result with the stored totals: per class, messages with the
 // seen records and tokens with the sum of the token counts, and the
-// vocabulary with the number of tokens stored. It reads all of the user's
-// keys, without the cache, while Apply and readers go on.
+// vocabulary with the number of tokens that have a count. Weights have no
+// totals to agree with; Check only makes sure they decode, as the steps of
+// seen records must. It reads all of the user's keys, without the cache,
+// while Apply and readers go on.
 func (s *Store) Check(ctx context.Context, user string) error {
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("check: %w", err)
@@ -37,48 +39,57 @@ func (s *Store) Check(ctx context.Context, user string) error {
 		r.addf("totals: %v", err)
 		stored = &totals{}
 	}
-	w := len(classes)
-	messages := make([]uint64, w)
-	tokens := make([]uint64, w)
+	k := len(classes)
+	messages := make([]uint64, k)
+	tokens := make([]uint64, k)
 	var vocabulary uint64
 
+	var steps []int64
 	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+len(store.Digest{}) {
 			r.addf("malformed seen key %x", key)
 			return true
 		}
-		switch c, err := decodeSeen(v); {
+		rec, err := decodeSeen(v, steps[:0])
+		switch {
 		case err != nil:
 			r.addf("seen record %x: %v", key, err)
-		case c >= uint64(w):
-			r.addf("seen record %x: unknown class %d", key, c)
+		case rec.class >= k:
+			r.addf("seen record %x: unknown class %d", key, rec.class)
+		case len(rec.steps) > 2*k:
+			r.addf("seen record %x: steps of unknown classes", key)
 		default:
-			messages[c]++
+			messages[rec.class]++
 		}
+		steps = rec.steps
 		return true
 	})
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
-	var scratch []uint64
+	var row []uint64
 	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+8 {
 			r.addf("malformed token key %x", key)
 			return true
 		}
 		var err error
-		if scratch, err = decodeCounts(scratch[:0], v); err != nil {
+		if row, err = decodeRow(row[:0], v); err != nil {
 			r.addf("token key %x: %v", key, err)
 			return true
 		}
-		if len(scratch) > w {
+		if len(row) > 2*k {
 			r.addf("token key %x: counts of unknown classes", key)
 			return true
 		}
-		for c, n := range scratch {
-			tokens[c] += n
+		if allZero(row) {
+			r.addf("token key %x: all zero, not deleted", key)
+			return true
 		}
-		if !allZero(scratch) {
+		for c := 0; c < len(row); c += 2 {
+			tokens[c/2] += row[c]
+		}
+		if countsAny(row) {
 			vocabulary++
 		}
 		return true
@@ -86,9 +97,17 @@ func (s *Store) Check(ctx context.Context, user string) error {
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
+	// A schema-2 store has none: the conversion moved them all.
+	err = scan(ctx, txn, userPrefix(kindTokenV1, user), func(key, _ []byte) bool {
+		r.addf("token key %x of schema 1", key)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("check %q: %w", user, err)
+	}
 
-	if len(stored.messages) > w || len(stored.tokens) > w {
-		r.addf("totals count %d classes, the store has %d", max(len(stored.messages), len(stored.tokens)), w)
+	if len(stored.messages) > k || len(stored.tokens) > k {
+		r.addf("totals count %d classes, the store has %d", max(len(stored.messages), len(stored.tokens)), k)
 	}
 	for c, name := range classes {
 		if got, want := at(stored.messages, c), messages[c]; got != want {
@@ -99,7 +118,7 @@ func (s *Store) Check(ctx context.Context, user string) error {
 		}
 	}
 	if stored.vocabulary != vocabulary {
-		r.addf("totals say vocabulary %d, %d tokens stored", stored.vocabulary, vocabulary)
+		r.addf("totals say vocabulary %d, %d tokens with a count", stored.vocabulary, vocabulary)
 	}
 	if r.n > 0 {
 		return fmt.Errorf("check %q: %w: %s", user, store.ErrInconsistent, r)

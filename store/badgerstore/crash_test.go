@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +28,10 @@ const crashEnv = "SPAMD_BADGERSTORE_CRASH"
 // whole or not at all, for every user, and that every Apply the process
 // saw return is there. Each round trains on top of what the previous
 // rounds left, so recovery from one crash is itself crashed into.
+//
+// Whole means the counts and the weights: since each message's bag and
+// steps are fixed by its number and class, the rows of all tokens follow
+// from the seen records alone, and are compared with them.
 func TestCrash(t *testing.T) {
 	if v := os.Getenv(crashEnv); v != "" {
 		crashChild(v)
@@ -50,6 +56,7 @@ func TestCrash(t *testing.T) {
 			if err := s.Check(ctx, u); err != nil {
 				t.Errorf("round %d, after the kill: %v", round, err)
 			}
+			checkRows(t, s, u)
 		}
 		if last.batch >= 0 {
 			class, err := s.Seen(ctx, last.user, storetest.D(marker(round, last.batch)))
@@ -134,6 +141,90 @@ wait:
 
 func marker(round, batch int) string { return fmt.Sprintf("marker %d %d", round, batch) }
 
+// Messages are drawn from a pool shared by all rounds, with a bag fixed by
+// their number and steps fixed by their number and class, so that later
+// rounds relabel and forget what earlier ones trained, with the right bag,
+// and the state of a model follows from its seen records.
+const (
+	crashPool  = 2000
+	crashVocab = 50000
+)
+
+var crashClasses = []string{"spam", "ham", "unsure"}
+
+func crashBag(m int) bow.Bag {
+	return splitBag(storetest.RandomBagOf(rand.New(rand.NewPCG(uint64(m), 2)), 20+m%280, crashVocab))
+}
+
+func crashSteps(m int, class string) []store.Step {
+	rng := rand.New(rand.NewPCG(uint64(m), uint64(3+slices.Index(crashClasses, class))))
+	var steps []store.Step
+	for _, c := range crashClasses {
+		if rng.IntN(3) > 0 {
+			steps = append(steps, store.Step{Class: c, Head: rng.Int64N(1<<20) - 1<<19, Body: rng.Int64N(1<<20) - 1<<19})
+		}
+	}
+	return steps
+}
+
+// checkRows recomputes every token's row of user from the seen records of
+// the messages of the pool, and compares it with what s has.
+func checkRows(t *testing.T, s *Store, user string) {
+	t.Helper()
+	ctx := context.Background()
+	tot, err := s.Totals(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[bow.Hash][]uint64{}
+	for m := range crashPool {
+		bag := crashBag(m)
+		class, err := s.Seen(ctx, user, storetest.D(strconv.Itoa(m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range bag.Hashes() {
+			if want[h] == nil {
+				want[h] = make([]uint64, 2*len(tot.Classes))
+			}
+		}
+		if class == "" {
+			continue
+		}
+		for i, h := range bag.Hashes() {
+			n := bag.Counts()[i]
+			want[h][2*tot.Index(class)] += uint64(n)
+			for _, st := range crashSteps(m, class) {
+				d := st.Body
+				if i < bag.Head() {
+					d = st.Head
+				}
+				want[h][2*tot.Index(st.Class)+1] += uint64(d * int64(n))
+			}
+		}
+	}
+	hashes := slices.Collect(maps.Keys(want))
+	got, err := s.Lookup(ctx, user, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, h := range hashes {
+		w := want[h]
+		if !slices.ContainsFunc(w, func(v uint64) bool { return v != 0 }) {
+			w = nil
+		}
+		if !slices.Equal(got[i], w) {
+			if bad++; bad <= 5 {
+				t.Errorf("user %q token %x: row %v, the seen records make it %v", user, h, got[i], w)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("user %q: %d rows wrong", user, bad)
+	}
+}
+
 // crashChild trains batches into the store in the directory arg names, and
 // prints a line after each Apply returns, until it is killed.
 func crashChild(arg string) {
@@ -154,22 +245,21 @@ func crashChild(arg string) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	users := []string{"", "alice", "bob"}
 	classes := []string{"spam", "ham", "spam", "ham", "unsure", ""}
-	// Messages are drawn from a pool shared by all rounds, with a bag
-	// fixed by their number, so that later rounds relabel and forget what
-	// earlier ones trained, with the right bag.
-	const pool = 2000
-	bags := map[int]map[bow.Hash]uint32{}
+	bags := map[int]bow.Bag{}
 	deadline := time.Now().Add(time.Minute)
 	for batch := 0; time.Now().Before(deadline); batch++ {
 		ops := make([]store.Op, 1+rng.IntN(60))
 		for i := range ops[1:] {
-			m := rng.IntN(pool)
-			if bags[m] == nil {
-				bags[m] = storetest.RandomBagOf(rand.New(rand.NewPCG(uint64(m), 2)), 20+m%280, 50000)
+			m := rng.IntN(crashPool)
+			if _, ok := bags[m]; !ok {
+				bags[m] = crashBag(m)
 			}
-			ops[i+1] = store.Op{Digest: storetest.D(strconv.Itoa(m)), Class: classes[rng.IntN(len(classes))], Bag: bags[m]}
+			class := classes[rng.IntN(len(classes))]
+			ops[i+1] = store.Op{Digest: storetest.D(strconv.Itoa(m)), Class: class, Bag: bags[m], Steps: crashSteps(m, class)}
 		}
-		ops[0] = storetest.Train(marker(round, batch), "spam", map[bow.Hash]uint32{bow.Hash(batch): 1})
+		// The marker has no features, so that the rows follow from the
+		// messages of the pool alone.
+		ops[0] = storetest.Train(marker(round, batch), "spam", nil)
 		user := users[rng.IntN(len(users))]
 		if _, err := s.Apply(context.Background(), user, ops); err != nil {
 			fmt.Fprintln(os.Stderr, err)

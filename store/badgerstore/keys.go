@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
@@ -16,14 +17,21 @@ import (
 // Kinds are printable so that a key dump is readable.
 const (
 	kindMeta   = 'm' // "m": the store's schema version and class list (JSON)
-	kindTotals = 'u' // "u" user 0x00: the user's totals (encodeTotals)
-	kindToken  = 't' // "t" user 0x00 hash(8, big-endian): counts (appendCounts)
-	kindSeen   = 's' // "s" user 0x00 digest(32): class index (uvarint)
+	kindTotals = 'u' // "u" user 0x00: the user's totals (appendTotals)
+	kindToken  = 'r' // "r" user 0x00 hash(8, big-endian): a token's row (appendRow)
+	kindSeen   = 's' // "s" user 0x00 digest(32): class index and steps (appendSeen)
+	// kindTokenV1 held a token's counts in schema 1 (decodeCountsV1).
+	// Only converting a schema-1 store and Check still read it; a value
+	// of either schema is found under its own kind only, so the two can
+	// never be mistaken for each other.
+	kindTokenV1 = 't'
 )
 
 // schemaVersion is written into the meta key. Bump it on any change of
 // key layout or value encoding, and teach Open to convert older stores.
-const schemaVersion = 1
+// Schema 2 added the weights to the token rows and the steps to the seen
+// records.
+const schemaVersion = 2
 
 var metaKey = []byte{kindMeta}
 
@@ -52,28 +60,58 @@ func totalsKey(user string) []byte { return userPrefix(kindTotals, user) }
 // store.ErrInconsistent, which is what a caller can act on (run Check).
 var errCorrupt = fmt.Errorf("%w: undecodable value", store.ErrInconsistent)
 
-// appendCounts appends one token's per-class counts as uvarints indexed by
-// class, trailing zeros dropped: a token of a two-class model seen a few
-// times takes two or three bytes.
-func appendCounts(dst []byte, c []uint64) []byte {
-	n := len(c)
-	for n > 0 && c[n-1] == 0 {
+// appendRow appends one token's row, laid out as store.Counts (a count
+// and a weight per class index), trailing zeros dropped: counts as
+// uvarints, weights zigzag-encoded, since they are as often negative. A
+// token of a two-class model seen a few times, with small weights, takes
+// four to eight bytes.
+func appendRow(dst []byte, row []uint64) []byte {
+	n := len(row)
+	for n > 0 && row[n-1] == 0 {
 		n--
 	}
-	for _, v := range c[:n] {
-		dst = binary.AppendUvarint(dst, v)
+	for i, v := range row[:n] {
+		if i%2 == 0 {
+			dst = binary.AppendUvarint(dst, v)
+		} else {
+			dst = binary.AppendVarint(dst, int64(v))
+		}
 	}
 	return dst
 }
 
-// decodeCounts appends the counts encoded in b to dst.
-func decodeCounts(dst []uint64, b []byte) ([]uint64, error) {
+// decodeRow appends the row encoded in b to dst. What it appends may be
+// shorter than the class list; the rest is zero.
+func decodeRow(dst []uint64, b []byte) ([]uint64, error) {
+	for i := 0; len(b) > 0; i++ {
+		var v uint64
+		var n int
+		if i%2 == 0 {
+			v, n = binary.Uvarint(b)
+		} else {
+			var w int64
+			w, n = binary.Varint(b)
+			v = uint64(w)
+		}
+		if n <= 0 {
+			return dst, errCorrupt
+		}
+		dst = append(dst, v)
+		b = b[n:]
+	}
+	return dst, nil
+}
+
+// decodeCountsV1 appends to dst, as a row (each count followed by a zero
+// weight), the schema-1 counts in b: a uvarint per class index, trailing
+// zeros dropped.
+func decodeCountsV1(dst []uint64, b []byte) ([]uint64, error) {
 	for len(b) > 0 {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
 			return dst, errCorrupt
 		}
-		dst = append(dst, v)
+		dst = append(dst, v, 0)
 		b = b[n:]
 	}
 	return dst, nil
@@ -134,16 +172,58 @@ func decodeTotals(b []byte) (totals, error) {
 	return t, nil
 }
 
-func appendSeen(dst []byte, class int) []byte { return binary.AppendUvarint(dst, uint64(class)) }
+// seenRec is a seen record: the index of the class a message is trained
+// as, -1 for none, and the steps its training added, a head and a body
+// step per class index, trailing zero pairs dropped. Its steps are never
+// modified once made, so records may share them.
+type seenRec struct {
+	class int
+	steps []int64
+}
 
-// decodeSeen decodes a seen record's class index; the caller checks it
-// against the class list.
-func decodeSeen(b []byte) (uint64, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 || n != len(b) || v > math.MaxInt32 {
-		return 0, errCorrupt
+func (r seenRec) equal(o seenRec) bool { return r.class == o.class && slices.Equal(r.steps, o.steps) }
+
+// appendSeen appends a seen record: the class index as a uvarint, then the
+// steps as zigzag varints. A record of schema 1, only the class index,
+// reads as one whose steps are all zero, which is what it added.
+func appendSeen(dst []byte, r seenRec) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.class))
+	n := len(r.steps) &^ 1
+	for n > 0 && r.steps[n-1] == 0 && r.steps[n-2] == 0 {
+		n -= 2
 	}
-	return v, nil
+	for _, s := range r.steps[:n] {
+		dst = binary.AppendVarint(dst, s)
+	}
+	return dst
+}
+
+// decodeSeen decodes a seen record, appending its steps to steps; the
+// caller checks the class index and the number of steps against its class
+// list.
+func decodeSeen(b []byte, steps []int64) (seenRec, error) {
+	c, n := binary.Uvarint(b)
+	if n <= 0 || c > math.MaxInt32 {
+		return seenRec{}, errCorrupt
+	}
+	b = b[n:]
+	start := len(steps)
+	for len(b) > 0 {
+		s, n := binary.Varint(b)
+		if n <= 0 {
+			return seenRec{}, errCorrupt
+		}
+		steps = append(steps, s)
+		b = b[n:]
+	}
+	if (len(steps)-start)%2 != 0 {
+		return seenRec{}, fmt.Errorf("%w: a head step without its body step", errCorrupt)
+	}
+	r := seenRec{class: int(c)}
+	if len(steps) > start {
+		r.steps = steps[start:len(steps):len(steps)]
+	}
+	return r, nil
 }
 
 // meta is the store-wide record: JSON, since it is tiny, read once at Open

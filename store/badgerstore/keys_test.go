@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"bytes"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 
@@ -13,8 +14,8 @@ import (
 // of one user is a prefix of another user's, whatever the kinds, so that
 // neither a Get nor a prefix scan for one user can meet the other's keys.
 func TestKeyPrefixes(t *testing.T) {
-	users := []string{"", "a", "ab", "a.b", "A", "a@b", "b", "t", "u", "s", "m"}
-	kinds := []byte{kindTotals, kindToken, kindSeen}
+	users := []string{"", "a", "ab", "a.b", "A", "a@b", "b", "t", "r", "u", "s", "m"}
+	kinds := []byte{kindTotals, kindToken, kindSeen, kindTokenV1}
 	for _, u1 := range users {
 		for _, u2 := range users {
 			if u1 == u2 {
@@ -29,8 +30,10 @@ func TestKeyPrefixes(t *testing.T) {
 				}
 			}
 		}
-		if bytes.HasPrefix(userPrefix(kindToken, u1), metaKey) {
-			t.Errorf("user %q's keys start like the meta key", u1)
+		for _, k := range kinds {
+			if bytes.HasPrefix(userPrefix(k, u1), metaKey) {
+				t.Errorf("user %q's keys of kind %q start like the meta key", u1, k)
+			}
 		}
 	}
 }
@@ -43,7 +46,7 @@ func TestKeys(t *testing.T) {
 	}{
 		{"totals", totalsKey("al"), []byte("ual\x00")},
 		{"global totals", totalsKey(""), []byte("u\x00")},
-		{"token", appendTokenKey(nil, "al", 0x0102030405060708), []byte("tal\x00\x01\x02\x03\x04\x05\x06\x07\x08")},
+		{"token", appendTokenKey(nil, "al", 0x0102030405060708), []byte("ral\x00\x01\x02\x03\x04\x05\x06\x07\x08")},
 		{"seen", appendSeenKey(nil, "", store.Digest{31: 9}), append(append([]byte("s\x00"), make([]byte, 31)...), 9)},
 	}
 	for _, tt := range tests {
@@ -55,33 +58,99 @@ func TestKeys(t *testing.T) {
 	}
 }
 
-func TestCounts(t *testing.T) {
+func TestRows(t *testing.T) {
+	neg := func(w int64) uint64 { return uint64(w) }
 	tests := []struct {
-		name   string
-		counts []uint64
-		enc    []byte
-		dec    []uint64 // what decoding enc gives back
+		name string
+		row  []uint64
+		enc  []byte
+		dec  []uint64 // what decoding enc gives back
 	}{
-		{"two classes", []uint64{3, 300}, []byte{3, 0xac, 2}, []uint64{3, 300}},
-		{"trailing zeros dropped", []uint64{0, 1, 0, 0}, []byte{0, 1}, []uint64{0, 1}},
+		{"counts only", []uint64{3, 0, 300}, []byte{3, 0, 0xac, 2}, []uint64{3, 0, 300}},
+		{"weights zigzag", []uint64{1, 5, 0, neg(-3)}, []byte{1, 10, 0, 5}, []uint64{1, 5, 0, neg(-3)}},
+		{"weight without count", []uint64{0, neg(-1)}, []byte{0, 1}, []uint64{0, neg(-1)}},
+		{"trailing zeros dropped", []uint64{2, 0, 0, 0}, []byte{2}, []uint64{2}},
 		{"all zero", []uint64{0, 0}, nil, nil},
-		{"large", []uint64{1 << 63}, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, []uint64{1 << 63}},
+		{"large count", []uint64{1 << 63}, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, []uint64{1 << 63}},
+		{"extreme weights", []uint64{0, neg(math.MinInt64), 0, neg(math.MaxInt64)}, nil, []uint64{0, neg(math.MinInt64), 0, neg(math.MaxInt64)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			enc := appendCounts(nil, tt.counts)
-			if !bytes.Equal(enc, tt.enc) {
-				t.Errorf("appendCounts = %x, want %x", enc, tt.enc)
+			enc := appendRow(nil, tt.row)
+			if tt.enc != nil && !bytes.Equal(enc, tt.enc) {
+				t.Errorf("appendRow = %x, want %x", enc, tt.enc)
 			}
-			dec, err := decodeCounts(nil, enc)
+			dec, err := decodeRow(nil, enc)
 			if err != nil || !slices.Equal(dec, tt.dec) {
-				t.Errorf("decodeCounts = %v, %v; want %v", dec, err, tt.dec)
+				t.Errorf("decodeRow = %v, %v; want %v", dec, err, tt.dec)
 			}
 		})
 	}
 	for _, bad := range [][]byte{{0x80}, {1, 0xff}, bytes.Repeat([]byte{0xff}, 11)} {
-		if _, err := decodeCounts(nil, bad); !errors.Is(err, store.ErrInconsistent) {
-			t.Errorf("decodeCounts(%x): error %v, want ErrInconsistent", bad, err)
+		if _, err := decodeRow(nil, bad); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("decodeRow(%x): error %v, want ErrInconsistent", bad, err)
+		}
+	}
+}
+
+func TestCountsV1(t *testing.T) {
+	tests := []struct {
+		name string
+		enc  []byte
+		row  []uint64
+	}{
+		{"two classes", []byte{3, 0xac, 2}, []uint64{3, 0, 300, 0}},
+		{"second class only", []byte{0, 1}, []uint64{0, 0, 1, 0}},
+		{"none", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row, err := decodeCountsV1(nil, tt.enc)
+			if err != nil || !slices.Equal(row, tt.row) {
+				t.Errorf("decodeCountsV1 = %v, %v; want %v", row, err, tt.row)
+			}
+		})
+	}
+	for _, bad := range [][]byte{{0x80}, {1, 0xff}, bytes.Repeat([]byte{0xff}, 11)} {
+		if _, err := decodeCountsV1(nil, bad); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("decodeCountsV1(%x): error %v, want ErrInconsistent", bad, err)
+		}
+	}
+}
+
+func TestSeen(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  seenRec
+		enc  []byte
+		dec  seenRec // what decoding enc gives back
+	}{
+		{"no steps", seenRec{class: 1}, []byte{1}, seenRec{class: 1}},
+		{"steps", seenRec{class: 0, steps: []int64{10, 3, -10, -3}}, []byte{0, 20, 6, 19, 5}, seenRec{class: 0, steps: []int64{10, 3, -10, -3}}},
+		{"trailing zero pairs dropped", seenRec{class: 2, steps: []int64{0, 1, 0, 0}}, []byte{2, 0, 2}, seenRec{class: 2, steps: []int64{0, 1}}},
+		{"all zero", seenRec{class: 0, steps: []int64{0, 0}}, []byte{0}, seenRec{class: 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			enc := appendSeen(nil, tt.rec)
+			if !bytes.Equal(enc, tt.enc) {
+				t.Errorf("appendSeen = %x, want %x", enc, tt.enc)
+			}
+			dec, err := decodeSeen(enc, nil)
+			if err != nil || !dec.equal(tt.dec) {
+				t.Errorf("decodeSeen = %+v, %v; want %+v", dec, err, tt.dec)
+			}
+		})
+	}
+	for _, bad := range [][]byte{
+		nil,                            // no class
+		{0x80, 0x80, 0x80, 0x80, 0x10}, // class beyond int32
+		{1, 0x80},                      // truncated step
+		{1, 2},                         // a head step without its body step
+		{1, 2, 2, 2},
+	} {
+		if _, err := decodeSeen(bad, nil); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("decodeSeen(%x): error %v, want ErrInconsistent", bad, err)
 		}
 	}
 }
@@ -123,11 +192,12 @@ func TestMeta(t *testing.T) {
 		in   string
 		ok   bool
 	}{
-		{"new", `{"schema":1,"classes":[]}`, true},
-		{"classes", `{"schema":1,"classes":["spam","ham"]}`, true},
-		{"duplicate", `{"schema":1,"classes":["spam","spam"]}`, false},
-		{"invalid class", `{"schema":1,"classes":["Spam"]}`, false},
-		{"not JSON", `schema=1`, false},
+		{"new", `{"schema":2,"classes":[]}`, true},
+		{"classes", `{"schema":2,"classes":["spam","ham"]}`, true},
+		{"schema 1", `{"schema":1,"classes":["spam","ham"]}`, true},
+		{"duplicate", `{"schema":2,"classes":["spam","spam"]}`, false},
+		{"invalid class", `{"schema":2,"classes":["Spam"]}`, false},
+		{"not JSON", `schema=2`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,23 +223,41 @@ func TestMeta(t *testing.T) {
 // back, to the decoders: they must fail cleanly, never panic or allocate
 // without bound, and what they accept must survive a round trip.
 
-func FuzzDecodeCounts(f *testing.F) {
-	f.Add(appendCounts(nil, []uint64{3, 300}))
+func FuzzDecodeRow(f *testing.F) {
+	f.Add(appendRow(nil, []uint64{3, 5, 300, uint64(1<<64 - 7)}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeCounts(nil, b)
+		row, err := decodeRow(nil, b)
 		if err != nil {
 			return
 		}
-		again, err := decodeCounts(nil, appendCounts(nil, c))
+		again, err := decodeRow(nil, appendRow(nil, row))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := len(c)
-		for n > 0 && c[n-1] == 0 {
+		n := len(row)
+		for n > 0 && row[n-1] == 0 {
 			n--
 		}
-		if !slices.Equal(again, c[:n]) {
-			t.Errorf("round trip of %v gave %v", c, again)
+		if !slices.Equal(again, row[:n]) {
+			t.Errorf("round trip of %v gave %v", row, again)
+		}
+	})
+}
+
+func FuzzDecodeCountsV1(f *testing.F) {
+	f.Add([]byte{3, 0xac, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		row, err := decodeCountsV1(nil, b)
+		if err != nil {
+			return
+		}
+		if len(row) > 2*len(b) {
+			t.Fatalf("%d values from %d bytes", len(row), len(b))
+		}
+		for i := 1; i < len(row); i += 2 {
+			if row[i] != 0 {
+				t.Fatalf("row %v has a weight", row)
+			}
 		}
 	})
 }
@@ -195,20 +283,29 @@ func FuzzDecodeTotals(f *testing.F) {
 }
 
 func FuzzDecodeSeen(f *testing.F) {
-	f.Add(appendSeen(nil, 1))
+	f.Add(appendSeen(nil, seenRec{class: 1}))
+	f.Add(appendSeen(nil, seenRec{class: 0, steps: []int64{10, 3, -10, -3}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeSeen(b)
+		rec, err := decodeSeen(b, nil)
 		if err != nil {
 			return
 		}
-		if again, err := decodeSeen(appendSeen(nil, int(c))); err != nil || again != c {
-			t.Errorf("round trip of %d gave %d, %v", c, again, err)
+		again, err := decodeSeen(appendSeen(nil, rec), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(rec.steps)
+		for n > 0 && rec.steps[n-1] == 0 && rec.steps[n-2] == 0 {
+			n -= 2
+		}
+		if again.class != rec.class || !slices.Equal(again.steps, rec.steps[:n]) {
+			t.Errorf("round trip of %+v gave %+v", rec, again)
 		}
 	})
 }
 
 func FuzzDecodeMeta(f *testing.F) {
-	f.Add([]byte(`{"schema":1,"classes":["spam","ham"]}`))
+	f.Add([]byte(`{"schema":2,"classes":["spam","ham"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
 		if err != nil {

@@ -32,6 +32,7 @@ type Opener func(t *testing.T) store.Store
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, open Opener) {
 	t.Run("scenarios", func(t *testing.T) { testScenarios(t, open) })
+	t.Run("weights", func(t *testing.T) { testWeights(t, open) })
 	t.Run("class order", func(t *testing.T) { testClassOrder(t, open) })
 	t.Run("users are isolated", func(t *testing.T) { testIsolation(t, open) })
 	t.Run("invalid users", func(t *testing.T) { testInvalidUsers(t, open) })
@@ -46,14 +47,21 @@ func Run(t *testing.T, open Opener) {
 // D returns the digest named name, for readable tests.
 func D(name string) store.Digest { return sha256.Sum256([]byte(name)) }
 
-// Train returns an op training message name as class with bag.
+// Train returns an op training message name as class with bag, all of
+// it the message's body.
 func Train(name, class string, bag map[bow.Hash]uint32) store.Op {
-	return store.Op{Digest: D(name), Class: class, Bag: bag}
+	return store.Op{Digest: D(name), Class: class, Bag: bow.FromMaps(nil, bag)}
 }
 
 // Forget returns an op forgetting message name, whose bag is bag.
 func Forget(name string, bag map[bow.Hash]uint32) store.Op {
-	return store.Op{Digest: D(name), Bag: bag}
+	return store.Op{Digest: D(name), Bag: bow.FromMaps(nil, bag)}
+}
+
+// TrainSteps returns an op training message name as class, with the bag
+// of its header and of its body and the weight steps of its training.
+func TrainSteps(name, class string, head, body map[bow.Hash]uint32, steps ...store.Step) store.Op {
+	return store.Op{Digest: D(name), Class: class, Bag: bow.FromMaps(head, body), Steps: steps}
 }
 
 // State is what a test expects of one user's model, by class name so that
@@ -62,8 +70,11 @@ type State struct {
 	Messages   map[string]uint64
 	Tokens     map[string]uint64
 	Vocabulary uint64
-	// Counts lists tokens and their counts; a nil map means never seen.
+	// Counts lists tokens and their counts; a nil map means no row.
 	Counts map[bow.Hash]map[string]uint64
+	// Weights lists tokens and their weights, for tokens also in Counts;
+	// a class it does not name has weight zero.
+	Weights map[bow.Hash]map[string]int64
 	// Seen maps message names to the class they are trained as ("" none).
 	Seen map[string]string
 }
@@ -117,9 +128,15 @@ func Expect(t *testing.T, s store.Store, user string, want State) {
 			continue
 		}
 		for j, c := range tot.Classes {
-			if got := at(counts[i], j); got != w[c] {
+			if got := counts[i].Count(j); got != w[c] {
 				t.Errorf("Lookup(%q, %x)[%s] = %d, want %d", user, h, c, got, w[c])
 			}
+			if got, want := counts[i].Weight(j), want.Weights[h][c]; got != want {
+				t.Errorf("Lookup(%q, %x) weight of %s = %d, want %d", user, h, c, got, want)
+			}
+		}
+		if len(counts[i]) > 2*len(tot.Classes) {
+			t.Errorf("Lookup(%q, %x) = %v: more values than %d classes have", user, h, counts[i], len(tot.Classes))
 		}
 	}
 	for name, class := range want.Seen {
@@ -314,6 +331,114 @@ func testScenarios(t *testing.T, open Opener) {
 	}
 }
 
+func testWeights(t *testing.T, open Opener) {
+	head1 := map[bow.Hash]uint32{1: 1}
+	body23 := map[bow.Hash]uint32{2: 2, 3: 1}
+	spamStep := []store.Step{{Class: "spam", Head: 10, Body: 3}, {Class: "ham", Head: -10, Body: -3}}
+	hamStep := []store.Step{{Class: "spam", Head: -7, Body: -2}, {Class: "ham", Head: 7, Body: 2}}
+	tests := []struct {
+		name  string
+		calls []call
+		want  State
+	}{
+		{
+			name:  "steps by part, times the count",
+			calls: []call{{[]store.Op{TrainSteps("m1", "spam", head1, body23, spamStep...)}, []store.Result{{Changed: true}}}},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 4}, Vocabulary: 3,
+				Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 1}, 2: {"spam": 2}, 3: {"spam": 1}},
+				Weights: map[bow.Hash]map[string]int64{1: {"spam": 10, "ham": -10}, 2: {"spam": 6, "ham": -6}, 3: {"spam": 3, "ham": -3}},
+			},
+		},
+		{
+			name: "retraining as the same class keeps the first steps",
+			calls: []call{
+				{[]store.Op{TrainSteps("m1", "spam", head1, body23, spamStep...)}, []store.Result{{Changed: true}}},
+				{[]store.Op{TrainSteps("m1", "spam", head1, body23, hamStep...)}, []store.Result{{Prev: "spam"}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 4}, Vocabulary: 3,
+				Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 1}, 2: {"spam": 2}, 3: {"spam": 1}},
+				Weights: map[bow.Hash]map[string]int64{1: {"spam": 10, "ham": -10}, 2: {"spam": 6, "ham": -6}, 3: {"spam": 3, "ham": -3}},
+			},
+		},
+		{
+			name: "relabel takes back the old steps and adds the new",
+			calls: []call{
+				{[]store.Op{
+					TrainSteps("m1", "spam", head1, body23, spamStep...),
+					TrainSteps("m2", "spam", nil, map[bow.Hash]uint32{1: 1}, store.Step{Class: "spam", Body: 100}),
+				}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{TrainSteps("m1", "ham", head1, body23, hamStep...)}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1, "ham": 1}, Tokens: map[string]uint64{"spam": 1, "ham": 4}, Vocabulary: 3,
+				Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 1, "ham": 1}, 2: {"ham": 2}, 3: {"ham": 1}},
+				Weights: map[bow.Hash]map[string]int64{1: {"spam": 93, "ham": 7}, 2: {"spam": -4, "ham": 4}, 3: {"spam": -2, "ham": 2}},
+			},
+		},
+		{
+			name: "forget takes back exactly and drops emptied rows",
+			calls: []call{
+				{[]store.Op{TrainSteps("m1", "spam", head1, body23, spamStep...)}, []store.Result{{Changed: true}}},
+				{[]store.Op{{Digest: D("m1"), Bag: bow.FromMaps(head1, body23)}}, []store.Result{{Prev: "spam", Changed: true}}},
+				{[]store.Op{TrainSteps("m2", "ham", head1, body23, hamStep...)}, []store.Result{{Changed: true}}},
+				{[]store.Op{{Digest: D("m2"), Bag: bow.FromMaps(head1, body23)}}, []store.Result{{Prev: "ham", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 0, "ham": 0},
+				Counts:   map[bow.Hash]map[string]uint64{1: nil, 2: nil, 3: nil},
+				Seen:     map[string]string{"m1": "", "m2": ""},
+			},
+		},
+		{
+			name: "steps are ignored when forgetting",
+			calls: []call{
+				{[]store.Op{TrainSteps("m1", "", head1, body23, spamStep...)}, []store.Result{{}}},
+			},
+			want: State{Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil, 3: nil}},
+		},
+		{
+			name: "a bag bigger than trained leaves a weight outside the vocabulary",
+			calls: []call{
+				{[]store.Op{TrainSteps("m1", "spam", nil, map[bow.Hash]uint32{1: 1}, store.Step{Class: "spam", Body: 5})}, []store.Result{{Changed: true}}},
+				{[]store.Op{Forget("m1", map[bow.Hash]uint32{1: 3})}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 0},
+				Counts:   map[bow.Hash]map[string]uint64{1: {}},
+				Weights:  map[bow.Hash]map[string]int64{1: {"spam": -10}},
+			},
+		},
+		{
+			name: "a step registers its class",
+			calls: []call{
+				{[]store.Op{TrainSteps("m1", "spam", nil, map[bow.Hash]uint32{1: 1}, store.Step{Class: "ham", Body: -2})}, []store.Result{{Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1, "ham": 0}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+				Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 1}},
+				Weights: map[bow.Hash]map[string]int64{1: {"ham": -2}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openClosing(t, open)
+			for i, c := range tt.calls {
+				got, err := s.Apply(context.Background(), "u", c.ops)
+				if err != nil {
+					t.Fatalf("Apply #%d: %v", i, err)
+				}
+				if !slices.Equal(got, c.want) {
+					t.Errorf("Apply #%d = %+v, want %+v", i, got, c.want)
+				}
+			}
+			Expect(t, s, "u", tt.want)
+		})
+	}
+}
+
 func testClassOrder(t *testing.T, open Opener) {
 	s := openClosing(t, open)
 	ctx := context.Background()
@@ -350,7 +475,7 @@ func testClassOrder(t *testing.T, open Opener) {
 				t.Fatal(err)
 			}
 			for i, want := range tt.counts {
-				if got := at(c[0], i); got != want {
+				if got := c[0].Count(i); got != want {
 					t.Errorf("count of %s = %d, want %d", tot.Classes[i], got, want)
 				}
 			}
@@ -452,13 +577,18 @@ func testInvalidClasses(t *testing.T, open Opener) {
 	ctx := context.Background()
 	for _, class := range []string{"Spam", "sp am", "spam!", "spam/ham", strings.Repeat("x", store.MaxClassLen+1), "é", "a\x00"} {
 		t.Run(fmt.Sprintf("%.20q", class), func(t *testing.T) {
-			ops := []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1}), Train("m2", class, map[bow.Hash]uint32{2: 1})}
-			res, err := s.Apply(ctx, "u", ops)
-			if !errors.Is(err, store.ErrInvalidClass) {
-				t.Errorf("Apply: error %v, want ErrInvalidClass", err)
-			}
-			if len(res) != 0 {
-				t.Errorf("Apply: results %+v, want none", res)
+			for _, bad := range []store.Op{
+				Train("m2", class, map[bow.Hash]uint32{2: 1}),
+				TrainSteps("m2", "ham", nil, map[bow.Hash]uint32{2: 1}, store.Step{Class: class, Body: 1}),
+			} {
+				ops := []store.Op{Train("m1", "spam", map[bow.Hash]uint32{1: 1}), bad}
+				res, err := s.Apply(ctx, "u", ops)
+				if !errors.Is(err, store.ErrInvalidClass) {
+					t.Errorf("Apply: error %v, want ErrInvalidClass", err)
+				}
+				if len(res) != 0 {
+					t.Errorf("Apply: results %+v, want none", res)
+				}
 			}
 			Expect(t, s, "u", State{Counts: map[bow.Hash]map[string]uint64{1: nil, 2: nil}, Seen: map[string]string{"m1": ""}})
 		})
@@ -517,7 +647,9 @@ func testLookup(t *testing.T, open Opener) {
 // reference is the plain model the random test compares a backend with.
 type reference struct {
 	seen     map[store.Digest]string
+	steps    map[store.Digest][]store.Step
 	counts   map[bow.Hash]map[string]uint64
+	weights  map[bow.Hash]map[string]int64
 	messages map[string]uint64
 	tokens   map[string]uint64
 }
@@ -525,10 +657,26 @@ type reference struct {
 func newReference() *reference {
 	return &reference{
 		seen:     map[store.Digest]string{},
+		steps:    map[store.Digest][]store.Step{},
 		counts:   map[bow.Hash]map[string]uint64{},
+		weights:  map[bow.Hash]map[string]int64{},
 		messages: map[string]uint64{},
 		tokens:   map[string]uint64{},
 	}
+}
+
+// vocabulary counts the tokens with a non-zero count.
+func (r *reference) vocabulary() uint64 {
+	var n uint64
+	for _, c := range r.counts {
+		for _, v := range c {
+			if v != 0 {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func (r *reference) apply(op store.Op) store.Result {
@@ -536,41 +684,71 @@ func (r *reference) apply(op store.Op) store.Result {
 	if prev == op.Class {
 		return store.Result{Prev: prev}
 	}
+	hashes, counts := op.Bag.Hashes(), op.Bag.Counts()
 	if prev != "" {
-		for h, n := range op.Bag {
-			c := r.counts[h]
-			d := min(c[prev], uint64(n))
-			if d > 0 {
-				c[prev] -= d
-				r.tokens[prev] -= d
+		for i, h := range hashes {
+			n := counts[i]
+			if r.counts[h] == nil {
+				continue
 			}
-			if c != nil && c[prev] == 0 {
-				delete(c, prev)
-				if len(c) == 0 {
-					delete(r.counts, h)
-				}
-			}
+			d := min(r.counts[h][prev], uint64(n))
+			r.counts[h][prev] -= d
+			r.tokens[prev] -= d
+			r.step(h, i < op.Bag.Head(), r.steps[op.Digest], -int64(n))
 		}
 		if r.messages[prev] > 0 {
 			r.messages[prev]--
 		}
 		delete(r.seen, op.Digest)
+		delete(r.steps, op.Digest)
 	}
 	if op.Class != "" {
-		for h, n := range op.Bag {
+		for i, h := range hashes {
+			n := counts[i]
 			if n == 0 {
 				continue
 			}
 			if r.counts[h] == nil {
 				r.counts[h] = map[string]uint64{}
+				r.weights[h] = map[string]int64{}
 			}
 			r.counts[h][op.Class] += uint64(n)
 			r.tokens[op.Class] += uint64(n)
+			r.step(h, i < op.Bag.Head(), op.Steps, int64(n))
 		}
 		r.messages[op.Class]++
 		r.seen[op.Digest] = op.Class
+		r.steps[op.Digest] = op.Steps
+	}
+	// A row goes once everything in it is zero.
+	for _, h := range hashes {
+		if c := r.counts[h]; c != nil && allZero(c) && allZero(r.weights[h]) {
+			delete(r.counts, h)
+			delete(r.weights, h)
+		}
 	}
 	return store.Result{Prev: prev, Changed: true}
+}
+
+// step adds steps times n to the weights of token h, in the head or body.
+func (r *reference) step(h bow.Hash, head bool, steps []store.Step, n int64) {
+	for _, s := range steps {
+		d := s.Body
+		if head {
+			d = s.Head
+		}
+		r.weights[h][s.Class] += d * n
+	}
+}
+
+func allZero[V comparable](m map[string]V) bool {
+	var zero V
+	for _, v := range m {
+		if v != zero {
+			return false
+		}
+	}
+	return true
 }
 
 func testRandom(t *testing.T, open Opener) {
@@ -584,9 +762,27 @@ func testRandom(t *testing.T, open Opener) {
 		refs[u] = newReference()
 	}
 	const messages = 300
-	bags := make([]map[bow.Hash]uint32, messages)
+	bags := make([]bow.Bag, messages)
 	for i := range bags {
-		bags[i] = RandomBag(rng, 1+rng.IntN(40), 500)
+		// About a third of a message's tokens are its header's.
+		head, body := map[bow.Hash]uint32{}, map[bow.Hash]uint32{}
+		for h, n := range RandomBag(rng, 1+rng.IntN(40), 500) {
+			if h%3 == 0 {
+				head[h] = n
+			} else {
+				body[h] = n
+			}
+		}
+		bags[i] = bow.FromMaps(head, body)
+	}
+	steps := func() []store.Step {
+		var out []store.Step
+		for _, c := range []string{"spam", "ham", "unsure"} {
+			if rng.IntN(3) > 0 {
+				out = append(out, store.Step{Class: c, Head: rng.Int64N(2001) - 1000, Body: rng.Int64N(2001) - 1000})
+			}
+		}
+		return out
 	}
 	allHashes := make([]bow.Hash, 500)
 	for i := range allHashes {
@@ -601,7 +797,7 @@ func testRandom(t *testing.T, open Opener) {
 			if rng.IntN(20) == 0 { // a caller passing the wrong bag
 				bag = bags[rng.IntN(messages)]
 			}
-			ops[i] = store.Op{Digest: D(fmt.Sprint(m)), Class: classes[rng.IntN(len(classes))], Bag: bag}
+			ops[i] = store.Op{Digest: D(fmt.Sprint(m)), Class: classes[rng.IntN(len(classes))], Bag: bag, Steps: steps()}
 		}
 		got, err := s.Apply(ctx, u, ops)
 		if err != nil {
@@ -616,8 +812,8 @@ func testRandom(t *testing.T, open Opener) {
 	for _, u := range users {
 		ref := refs[u]
 		want := State{
-			Messages: ref.messages, Tokens: ref.tokens, Vocabulary: uint64(len(ref.counts)),
-			Counts: map[bow.Hash]map[string]uint64{}, Seen: map[string]string{},
+			Messages: ref.messages, Tokens: ref.tokens, Vocabulary: ref.vocabulary(),
+			Counts: map[bow.Hash]map[string]uint64{}, Weights: ref.weights, Seen: map[string]string{},
 		}
 		for _, h := range allHashes {
 			want.Counts[h] = ref.counts[h]

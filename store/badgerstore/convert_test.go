@@ -1,0 +1,348 @@
+package badgerstore
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/storetest"
+)
+
+// v1Model is one user's model as a schema-1 store held it.
+type v1Model struct {
+	counts map[bow.Hash][]uint64 // per class index
+	seen   map[string]int        // message name → class index
+}
+
+// appendCountsV1 appends counts as schema 1 stored them: a uvarint per
+// class index, trailing zeros dropped.
+func appendCountsV1(dst []byte, counts []uint64) []byte {
+	n := len(counts)
+	for n > 0 && counts[n-1] == 0 {
+		n--
+	}
+	for _, v := range counts[:n] {
+		dst = binary.AppendUvarint(dst, v)
+	}
+	return dst
+}
+
+// writeV1 writes a schema-1 store of classes and models into dir, key by
+// key, as a build of schema 1 left it; extra keys and values go in too.
+func writeV1(t *testing.T, dir string, classes []string, models map[string]v1Model, extra map[string][]byte) {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb := db.NewWriteBatch()
+	set := func(k, v []byte) {
+		if err := wb.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := encodeMeta(meta{Schema: 1, Classes: classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(metaKey, m)
+	for user, mod := range models {
+		tot := totals{messages: make([]uint64, len(classes)), tokens: make([]uint64, len(classes))}
+		for h, counts := range mod.counts {
+			key := binary.BigEndian.AppendUint64(userPrefix(kindTokenV1, user), uint64(h))
+			set(key, appendCountsV1(nil, counts))
+			for c, n := range counts {
+				tot.tokens[c] += n
+			}
+			tot.vocabulary++
+		}
+		for name, c := range mod.seen {
+			set(appendSeenKey(nil, user, storetest.D(name)), binary.AppendUvarint(nil, uint64(c)))
+			tot.messages[c]++
+		}
+		set(totalsKey(user), appendTotals(nil, &tot))
+	}
+	for k, v := range extra {
+		set([]byte(k), v)
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectV1 fails t unless s holds models as writeV1 wrote them, with
+// weights all zero, and passes Check.
+func expectV1(t *testing.T, s store.Store, classes []string, models map[string]v1Model) {
+	t.Helper()
+	for user, mod := range models {
+		want := storetest.State{
+			Messages: map[string]uint64{}, Tokens: map[string]uint64{},
+			Counts: map[bow.Hash]map[string]uint64{}, Seen: map[string]string{},
+		}
+		for h, counts := range mod.counts {
+			want.Counts[h] = map[string]uint64{}
+			for c, n := range counts {
+				want.Counts[h][classes[c]] = n
+				want.Tokens[classes[c]] += n
+			}
+			want.Vocabulary++
+		}
+		for name, c := range mod.seen {
+			want.Seen[name] = classes[c]
+			want.Messages[classes[c]]++
+		}
+		storetest.Expect(t, s, user, want)
+	}
+}
+
+// randomV1 returns models of users, of classes classes, with tokens
+// tokens each.
+func randomV1(rng *rand.Rand, users []string, classes, tokens int) map[string]v1Model {
+	models := map[string]v1Model{}
+	for _, u := range users {
+		mod := v1Model{counts: map[bow.Hash][]uint64{}, seen: map[string]int{}}
+		for len(mod.counts) < tokens {
+			counts := make([]uint64, 1+rng.IntN(classes))
+			counts[len(counts)-1] = 1 + rng.Uint64N(1000) // none all zero
+			for c := range counts[:len(counts)-1] {
+				counts[c] = rng.Uint64N(3)
+			}
+			mod.counts[bow.Hash(rng.Uint64())] = counts
+		}
+		for m := range tokens / 10 {
+			mod.seen[fmt.Sprint("m", m)] = rng.IntN(classes)
+		}
+		models[u] = mod
+	}
+	return models
+}
+
+// kinds counts the keys of dir's store by kind, and returns its schema.
+func kinds(t *testing.T, dir string) (map[byte]int, int) {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	// A kill can leave an empty log file, as Open knows.
+	for retry := 0; err != nil && retry < 3 && strings.Contains(err.Error(), z.NewFile.Error()); retry++ {
+		db, err = badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := map[byte]int{}
+	var m meta
+	err = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n[it.Item().Key()[0]]++
+		}
+		item, err := txn.Get(metaKey)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			m, err = decodeMeta(v)
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, m.Schema
+}
+
+func TestConvert(t *testing.T) {
+	ctx := context.Background()
+	classes := []string{"spam", "ham", "unsure"}
+	models := map[string]v1Model{
+		"": {
+			counts: map[bow.Hash][]uint64{1: {2, 1}, 2: {0, 3}, 3: {1}, 4: {0, 0, 5}, 1 << 63: {1 << 40}},
+			seen:   map[string]int{"m1": 0, "m2": 1, "m3": 2},
+		},
+		"alice": {
+			counts: map[bow.Hash][]uint64{1: {1}, 5: {0, 1}},
+			seen:   map[string]int{"m1": 1},
+		},
+	}
+	dir := t.TempDir()
+	writeV1(t, dir, classes, models, nil)
+	s := open(t, dir, Options{Logger: testLogger(t)})
+	expectV1(t, s, classes, models)
+	// Messages trained in schema 1 untrain with no steps, and train anew
+	// with theirs.
+	train(t, s, "alice",
+		store.Op{Digest: storetest.D("m1"), Class: "spam", Bag: bow.FromMaps(nil, map[bow.Hash]uint32{5: 1}), Steps: []store.Step{{Class: "spam", Body: 7}}},
+	)
+	storetest.Expect(t, s, "alice", storetest.State{
+		Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 2}, Vocabulary: 2,
+		Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 1}, 5: {"spam": 1}},
+		Weights: map[bow.Hash]map[string]int64{5: {"spam": 7}},
+		Seen:    map[string]string{"m1": "spam"},
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, schema := kinds(t, dir)
+	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 7 {
+		t.Errorf("after the conversion: schema %d, keys by kind %v", schema, n)
+	}
+	// Opening again converts nothing.
+	s = open(t, dir, Options{convertErr: func(int) error { return errors.New("converted again") }})
+	defer s.Close()
+	tot, err := s.Totals(ctx, "")
+	if err != nil || strings.Join(tot.Classes, ",") != "spam,ham,unsure" {
+		t.Errorf("Totals = %+v, %v", tot, err)
+	}
+}
+
+// TestConvertUndecodable checks that a schema-1 value that does not decode
+// is moved as it is, for Check to report, and does not stop the Open.
+func TestConvertUndecodable(t *testing.T) {
+	dir := t.TempDir()
+	classes := []string{"spam"}
+	models := map[string]v1Model{"u": {counts: map[bow.Hash][]uint64{1: {1}}, seen: map[string]int{"m1": 0}}}
+	bad := string(binary.BigEndian.AppendUint64(userPrefix(kindTokenV1, "u"), 2))
+	writeV1(t, dir, classes, models, map[string][]byte{bad: {0x80}})
+	s := open(t, dir, Options{})
+	defer s.Close()
+	err := s.Check(context.Background(), "u")
+	if !errors.Is(err, store.ErrInconsistent) || !strings.Contains(err.Error(), "undecodable") {
+		t.Errorf("Check: %v, want it to report the undecodable value", err)
+	}
+}
+
+// TestConvertInterrupted stops the conversion after each of its
+// transactions in turn, as a crash between two would, and checks that the
+// store is left with every token under one kind, never both, at schema 1,
+// and that the next Open goes on from there to a correct store.
+func TestConvertInterrupted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	classes := []string{"spam", "ham", "unsure"}
+	models := randomV1(rng, []string{"", "alice", "bob"}, len(classes), 300)
+	dir := t.TempDir()
+	writeV1(t, dir, classes, models, nil)
+	crash := errors.New("killed")
+	const perTxn = 64
+	for opens := 1; ; opens++ {
+		s, err := Open(context.Background(), dir, Options{
+			convertKeys: perTxn,
+			convertErr: func(txns int) error {
+				if txns == 1 {
+					return crash
+				}
+				return nil
+			},
+		})
+		if err == nil {
+			// The last run moved the rest, and stopped once nothing was
+			// left, before the hook was called again.
+			if want := (900 + perTxn - 1) / perTxn; opens != want+1 {
+				t.Errorf("%d opens, want one a transaction, %d, and one to finish", opens, want)
+			}
+			expectV1(t, s, classes, models)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if !errors.Is(err, crash) {
+			t.Fatalf("Open #%d: %v", opens, err)
+		}
+		n, schema := kinds(t, dir)
+		if schema != 1 || n[kindToken] != min(opens*perTxn, 900) || n[kindToken]+n[kindTokenV1] != 900 {
+			t.Fatalf("after %d interrupted opens: schema %d, keys by kind %v", opens, schema, n)
+		}
+	}
+	n, schema := kinds(t, dir)
+	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 900 {
+		t.Errorf("after the conversion: schema %d, keys by kind %v", schema, n)
+	}
+}
+
+// convertCrashEnv, set in the environment of a re-executed test binary,
+// makes TestConvertCrash open the store in that directory, converting it.
+const convertCrashEnv = "SPAMD_BADGERSTORE_CONVERT_CRASH"
+
+// TestConvertCrash kills processes converting a schema-1 store at random
+// moments until one finishes, checking after each kill that every token
+// is under one kind, never both, and at the end that the store is right.
+func TestConvertCrash(t *testing.T) {
+	if dir := os.Getenv(convertCrashEnv); dir != "" {
+		// Transactions of a few keys, so that kills land between them
+		// too, not only in Badger's replay.
+		s, err := Open(context.Background(), dir, Options{convertKeys: 4})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("opened")
+		s.Close()
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("kills child processes")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	classes := []string{"spam", "ham"}
+	models := randomV1(rng, []string{"", "alice"}, len(classes), 3000)
+	dir := t.TempDir()
+	writeV1(t, dir, classes, models, nil)
+	kills := 0
+	for done := false; !done; {
+		if kills > 200 {
+			t.Fatal("no child finished converting")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConvertCrash$")
+		cmd.Env = append(os.Environ(), convertCrashEnv+"="+dir)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		opened := make(chan bool, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			ok := false
+			for sc.Scan() {
+				ok = ok || sc.Text() == "opened"
+			}
+			opened <- ok
+		}()
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		cmd.Process.Kill()
+		done = <-opened
+		cmd.Wait()
+		if !done {
+			kills++
+		}
+		n, schema := kinds(t, dir)
+		if n[kindToken]+n[kindTokenV1] != 6000 || schema == schemaVersion && n[kindTokenV1] != 0 {
+			t.Fatalf("after %d kills: schema %d, keys by kind %v", kills, schema, n)
+		}
+		t.Logf("after %d kills, finished %v: schema %d, %d of 6000 tokens converted", kills, done, schema, n[kindToken])
+	}
+	s := open(t, dir, Options{})
+	defer s.Close()
+	expectV1(t, s, classes, models)
+}
