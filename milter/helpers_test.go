@@ -74,10 +74,16 @@ func trainedFilter(tb testing.TB, st store.Store) (f *filter.Filter, spam, ham [
 		tb.Fatal(err)
 	}
 	ctx := context.Background()
-	for class, msgs := range map[string][][]byte{filter.Spam: s.spam, filter.Ham: s.ham} {
-		for _, m := range msgs[:len(msgs)-1] {
-			if _, err := f.Learn(ctx, "", m, class); err != nil {
-				tb.Fatal(err)
+	// In a fixed order: the learned weights depend on it.
+	for i := range max(len(s.spam), len(s.ham)) {
+		for _, m := range []struct {
+			msgs  [][]byte
+			class string
+		}{{s.spam, filter.Spam}, {s.ham, filter.Ham}} {
+			if i < len(m.msgs)-1 {
+				if _, err := f.Learn(ctx, "", m.msgs[i], m.class); err != nil {
+					tb.Fatal(err)
+				}
 			}
 		}
 	}
