@@ -138,6 +138,33 @@ type Stats struct {
 	LogBytes int64 `json:"vlog_bytes"`
 	// PendingReports counts the reports queued and not yet applied.
 	PendingReports int `json:"pending_reports"`
+	// Classified sums up the mail the milter classified since the
+	// daemon started; nil when nothing told the server.
+	Classified *Classified `json:"classified,omitempty"`
+}
+
+// Classified sums up classified mail by its probabilities, which needs no
+// label: with calibrated probabilities, ExpectedFalsePositives over
+// ExpectedHam is the false positive rate to expect at the configured
+// decision.
+type Classified struct {
+	// Messages counts the messages classified.
+	Messages uint64 `json:"messages"`
+	// ExpectedHam is the sum of their probabilities of ham: how many of
+	// them the filter itself reckons were ham.
+	ExpectedHam float64 `json:"expected_ham"`
+	// ExpectedFalsePositives is the same sum over the messages decided
+	// spam: how many of those it reckons were ham after all.
+	ExpectedFalsePositives float64 `json:"expected_false_positives"`
+}
+
+// FPRate returns the expected false positive rate, 0 before any ham is
+// expected.
+func (c Classified) FPRate() float64 {
+	if c.ExpectedHam <= 0 {
+		return 0
+	}
+	return c.ExpectedFalsePositives / c.ExpectedHam
 }
 
 // UserStats describes one user's model.

@@ -65,6 +65,9 @@ type Options struct {
 	// Pending, if not nil, counts the reports queued and not yet
 	// applied, for stats.
 	Pending func() int
+	// Classified, if not nil, sums up the mail classified so far, for
+	// stats.
+	Classified func() Classified
 }
 
 // Server serves the control API. It is safe for concurrent use.
@@ -215,6 +218,10 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	if s.Pending != nil {
 		out.PendingReports = s.Pending()
+	}
+	if s.Classified != nil {
+		c := s.Classified()
+		out.Classified = &c
 	}
 	for _, u := range users {
 		t, err := st.Totals(r.Context(), u)

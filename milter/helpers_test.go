@@ -105,7 +105,7 @@ type recorder struct {
 	errors   map[string]int
 }
 
-func (r *recorder) Message(verdict string, a Action, _ time.Duration) {
+func (r *recorder) Message(verdict string, _ float64, a Action, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.messages = append(r.messages, verdict+"/"+a.String())

@@ -3,6 +3,7 @@ package milter
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"net/textproto"
@@ -121,7 +122,7 @@ func (m *message) guard(resp *gomilter.Response, err *error) {
 	m.c.srv.log.Error("milter: panic; answering with the failure action", append(m.attrs(),
 		"stage", "eom", "panic", v, "action", o.Action.String(), "stack", string(debug.Stack()))...)
 	m.c.srv.obs.Error("panic")
-	m.c.srv.obs.Message("error", o.Action, 0)
+	m.c.srv.obs.Message("error", math.NaN(), o.Action, 0)
 	// Changes held back for the answer are dropped: the failure action
 	// stands alone.
 	m.c.hold, m.c.pending = false, m.c.pending[:0]
@@ -340,7 +341,9 @@ func (m *message) report(d decision, elapsed time.Duration) {
 		a = append(a, "users", d.users)
 	}
 	a = append(a, "verdict", d.verdict)
+	spam := math.NaN()
 	if d.verdict != Skipped && d.verdict != "error" {
+		spam = d.result.Probability
 		a = append(a, "p", d.result.Probability, "score", d.result.Score)
 	}
 	if d.learned != "" {
@@ -359,5 +362,5 @@ func (m *message) report(d decision, elapsed time.Duration) {
 		level = slog.LevelError
 	}
 	m.c.srv.log.Log(m.c.srv.ctx, level, "milter: message", a...)
-	m.c.srv.obs.Message(d.verdict, d.outcome.Action, elapsed)
+	m.c.srv.obs.Message(d.verdict, spam, d.outcome.Action, elapsed)
 }

@@ -37,9 +37,10 @@ type Settings struct {
 // safe for concurrent use and return quickly.
 type Observer interface {
 	// Message reports one message: its verdict ("ham", "unsure", "spam",
-	// "skipped" or "error"), the action taken and the time from the end
-	// of the message to the answer.
-	Message(verdict string, action Action, elapsed time.Duration)
+	// "skipped" or "error"), the probability of spam the filter gave it
+	// (NaN when it was not classified), the action taken and the time
+	// from the end of the message to the answer.
+	Message(verdict string, spam float64, action Action, elapsed time.Duration)
 	// Error reports one failure: "classify" (the filter failed), "panic",
 	// "timeout" (a peer stalled past a deadline) or "protocol" (a peer
 	// went away in the middle of a message).
@@ -49,8 +50,8 @@ type Observer interface {
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) Message(string, Action, time.Duration) {}
-func (nopObserver) Error(string)                          {}
+func (nopObserver) Message(string, float64, Action, time.Duration) {}
+func (nopObserver) Error(string)                                   {}
 
 // What the milter asks of the MTA. It needs the client address (connect),
 // the envelope (mail, rcpt), the header and the body; not HELO, the end of

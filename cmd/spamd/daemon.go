@@ -231,16 +231,17 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return err
 	}
 	d.api = control.NewServer(control.Options{
-		Filter:    current,
-		Size:      d.st.Size,
-		Dir:       cfg.Store.Dir,
-		Admins:    cfg.API.Admins,
-		Reporters: cfg.API.Reporters,
-		Token:     token,
-		Log:       logger,
-		Observer:  d.met,
-		Enqueue:   d.reports.Enqueue,
-		Pending:   d.reports.Len,
+		Filter:     current,
+		Size:       d.st.Size,
+		Dir:        cfg.Store.Dir,
+		Admins:     cfg.API.Admins,
+		Reporters:  cfg.API.Reporters,
+		Token:      token,
+		Log:        logger,
+		Observer:   d.met,
+		Enqueue:    d.reports.Enqueue,
+		Pending:    d.reports.Len,
+		Classified: d.met.Classified,
 	})
 	return d.serve(ctx, hup)
 }

@@ -379,6 +379,18 @@ func TestReloadAndStop(t *testing.T) {
 	if resp, err := http.Get("http://" + metricsAddr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz: %v %v", resp, err)
 	}
+	// Every message so far was decided spam, so whatever ham the filter
+	// reckons was among them it reckons a false positive.
+	st, err := api.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Classified; c == nil || c.Messages != 3 || !(c.ExpectedHam > 0 && c.ExpectedHam < 3) || c.ExpectedFalsePositives != c.ExpectedHam {
+		t.Errorf("stats: classified %+v, want 3 messages, all decided spam", c)
+	}
+	if !strings.Contains(string(body), "spamd_expected_false_positives_total") {
+		t.Error("metrics lack spamd_expected_false_positives_total")
+	}
 
 	// Stopping waits for the message in flight.
 	startMessage(t, s, spam)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
@@ -27,6 +29,13 @@ type metrics struct {
 	trained  *prometheus.CounterVec
 	reloads  *prometheus.CounterVec
 	reports  *prometheus.CounterVec
+	// expectedHam and expectedFP sum the probabilities of ham of the
+	// classified messages, and of those decided spam; classified
+	// mirrors them for stats.
+	expectedHam prometheus.Counter
+	expectedFP  prometheus.Counter
+	mu          sync.Mutex
+	classified  control.Classified
 }
 
 func newMetrics() *metrics {
@@ -62,7 +71,15 @@ func newMetrics() *metrics {
 			Help: "Misclassification reports applied, by source (api, spamtrain, maildir), class and whether they changed the model (changed, unchanged).",
 		}, []string{"source", "class", "result"}),
 	}
-	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads, m.reports,
+	m.expectedHam = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spamd_expected_ham_total",
+		Help: "Sum of the probabilities of ham of the messages classified: the ham among them the filter reckons with.",
+	})
+	m.expectedFP = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spamd_expected_false_positives_total",
+		Help: "Sum of the probabilities of ham of the messages decided spam: the false positives the filter reckons with. Divided by spamd_expected_ham_total, the false positive rate to expect.",
+	})
+	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads, m.reports, m.expectedHam, m.expectedFP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range []string{"classify", "panic", "timeout", "protocol", "api"} {
 		m.errors.WithLabelValues(k)
@@ -91,9 +108,31 @@ func (m *metrics) handler() http.Handler {
 }
 
 // Message implements milter.Observer.
-func (m *metrics) Message(verdict string, a milter.Action, elapsed time.Duration) {
+func (m *metrics) Message(verdict string, spam float64, a milter.Action, elapsed time.Duration) {
 	m.messages.WithLabelValues(verdict, a.String()).Inc()
 	m.latency.Observe(elapsed.Seconds())
+	if !(spam >= 0 && spam <= 1) {
+		return
+	}
+	ham := 1 - spam
+	m.expectedHam.Add(ham)
+	fp := 0.0
+	if verdict == "spam" {
+		fp = ham
+		m.expectedFP.Add(ham)
+	}
+	m.mu.Lock()
+	m.classified.Messages++
+	m.classified.ExpectedHam += ham
+	m.classified.ExpectedFalsePositives += fp
+	m.mu.Unlock()
+}
+
+// Classified sums up the messages classified since the start, for stats.
+func (m *metrics) Classified() control.Classified {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.classified
 }
 
 // Error implements milter.Observer.

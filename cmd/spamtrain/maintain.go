@@ -9,6 +9,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 )
 
@@ -24,6 +25,8 @@ type storeStats struct {
 	Users    []userStats `json:"users"`
 	LSMBytes int64       `json:"lsm_bytes"`
 	LogBytes int64       `json:"vlog_bytes"`
+	// Classified is what the running daemon classified, nil without one.
+	Classified *control.Classified `json:"classified,omitempty"`
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -81,6 +84,10 @@ func printStats(e *env, out storeStats, asJSON bool, where string) error {
 	tw.Flush()
 	fmt.Fprintf(e.stdout, "store: %.1f MiB on disk (LSM %.1f MiB, logs %.1f MiB)%s\n",
 		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), where)
+	if c := out.Classified; c != nil && c.Messages > 0 {
+		fmt.Fprintf(e.stdout, "classified since start: %d messages, of which %.1f ham by their probabilities; expected false positive rate at the decision: %.3f%%\n",
+			c.Messages, c.ExpectedHam, 100*c.FPRate())
+	}
 	return nil
 }
 

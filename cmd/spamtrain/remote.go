@@ -341,7 +341,7 @@ func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) 
 	if err != nil {
 		return err
 	}
-	out := storeStats{LSMBytes: st.LSMBytes, LogBytes: st.LogBytes}
+	out := storeStats{LSMBytes: st.LSMBytes, LogBytes: st.LogBytes, Classified: st.Classified}
 	for _, u := range st.Users {
 		out.Users = append(out.Users, userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary})
 	}
