@@ -34,7 +34,7 @@ func LearningCurve(ctx context.Context, c *Corpus, cfg filter.Config, o Options,
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	ps, err := c.prepared(ctx, cfg, o.Workers)
+	src, err := c.source(ctx, cfg, o.Workers, true)
 	if err != nil {
 		return nil, err
 	}
@@ -60,14 +60,14 @@ func LearningCurve(ctx context.Context, c *Corpus, cfg filter.Config, o Options,
 			if err != nil {
 				return nil, err
 			}
-			if err := trainAll(ctx, f, c, ps, pick); err != nil {
+			if err := trainAll(ctx, f, c, src, o.Workers, pick); err != nil {
 				return nil, err
 			}
-			trainRecs, err := testAll(ctx, f, c, ps, pick)
+			trainRecs, err := testAll(ctx, f, c, src, o.Workers, pick)
 			if err != nil {
 				return nil, err
 			}
-			testRecs, err := testAll(ctx, f, c, ps, testSide)
+			testRecs, err := testAll(ctx, f, c, src, o.Workers, testSide)
 			f.Store().Close()
 			if err != nil {
 				return nil, err

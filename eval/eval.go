@@ -12,9 +12,18 @@
 // protocol, where training follows testing by design. Metrics are those of
 // the TREC spam track and the usual confusion-matrix rates (see Metrics);
 // every tested message can be written out as a Record so that anyone can
-// recompute them. Runs use an in-memory store unless told otherwise, and
-// parse each message once per tokenizer setting, so sweeps over classifier
-// settings cost only the counting.
+// recompute them. Runs use an in-memory store unless told otherwise.
+//
+// A corpus from OpenIndex holds paths and labels, not mail: a split or
+// online run reads and parses the messages on worker goroutines a few
+// ahead of the one it trains or tests, in index order, so that its memory
+// is the model's and the Records', whatever the corpus's size.
+// Cross-validation, sweeps and learning curves go over the corpus many
+// times; they parse each message once per tokenizer setting and keep only
+// its digest, features and counts, so that they cost only the counting.
+// Those bags list their features in hash order rather than in the order of
+// the message, so their scores can differ from a split or online run's in
+// the last bits, far below what the printed metrics show.
 package eval
 
 import (
@@ -28,180 +37,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/internal/parallel"
-	"github.com/spamd/spamd/mailbox"
 	"github.com/spamd/spamd/store"
 )
 
 // ErrOptions is returned for options that do not fit together.
 var ErrOptions = errors.New("bad evaluation options")
-
-// Message is one labelled message of a corpus.
-type Message struct {
-	Path string
-	Spam bool
-	Raw  []byte
-}
-
-// Corpus is labelled mail in a fixed order, with the parsed form of every
-// message cached per tokenizer setting.
-type Corpus struct {
-	Messages []Message
-
-	mu    sync.Mutex
-	cache map[string][]filter.Prepared
-}
-
-// LoadIndex reads the messages of a TREC-format index ("spam PATH" or
-// "ham PATH" per line, paths relative to the index file), in index order.
-func LoadIndex(ctx context.Context, index string, workers int) (*Corpus, error) {
-	entries, err := mailbox.ReadIndex(index)
-	if err != nil {
-		return nil, err
-	}
-	c := &Corpus{Messages: make([]Message, len(entries))}
-	for i, e := range entries {
-		switch e.Label {
-		case "spam", "ham":
-		default:
-			return nil, fmt.Errorf("%s: entry %d (%s): label %q is neither spam nor ham", index, i+1, e.Path, e.Label)
-		}
-		c.Messages[i] = Message{Path: e.Path, Spam: e.Label == "spam"}
-	}
-	// Reading thousands of small files is faster with a few readers.
-	in := make(chan int)
-	go func() {
-		defer close(in)
-		for i := range c.Messages {
-			select {
-			case in <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	type read struct {
-		i   int
-		raw []byte
-		err error
-	}
-	err = parallel.Map(ctx, max(workers, 4), in, func(i int) read {
-		raw, err := readCapped(c.Messages[i].Path)
-		return read{i, raw, err}
-	}, func(r read) error {
-		if r.err != nil {
-			return fmt.Errorf("%s: %w", index, r.err)
-		}
-		c.Messages[r.i].Raw = r.raw
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// readCapped reads a message file, at most mailbox.DefaultMaxBytes of it.
-func readCapped(path string) ([]byte, error) {
-	var raw []byte
-	err := mailbox.Walk(context.Background(), path, mailbox.Options{}, func(m mailbox.Message) error {
-		if raw != nil {
-			return fmt.Errorf("%s holds more than one message", path)
-		}
-		raw = m.Raw
-		return nil
-	})
-	return raw, err
-}
-
-// LoadSources reads every message of the spam and ham sources (maildirs,
-// mboxes, files or directories), spam first, then ham, and shuffles them
-// with seed so that the classes are interleaved as in real mail.
-func LoadSources(ctx context.Context, spam, ham []string, recursive bool, seed uint64) (*Corpus, error) {
-	c := &Corpus{}
-	var errs []error
-	o := mailbox.Options{Recursive: recursive, OnError: func(p string, err error) { errs = append(errs, fmt.Errorf("%s: %w", p, err)) }}
-	for _, set := range []struct {
-		paths []string
-		spam  bool
-	}{{spam, true}, {ham, false}} {
-		for _, p := range set.paths {
-			err := mailbox.Walk(ctx, p, o, func(m mailbox.Message) error {
-				c.Messages = append(c.Messages, Message{Path: m.Path, Spam: set.spam, Raw: m.Raw})
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	r.Shuffle(len(c.Messages), func(i, j int) { c.Messages[i], c.Messages[j] = c.Messages[j], c.Messages[i] })
-	return c, nil
-}
-
-// prepared returns every message parsed under cfg's tokenizer and bag
-// settings, parsing on workers goroutines the first time. A message that
-// does not parse gets an empty bag, as the milter would score it.
-func (c *Corpus) prepared(ctx context.Context, cfg filter.Config, workers int) ([]filter.Prepared, error) {
-	key := fmt.Sprintf("%+v|%+v", cfg.Tokenize, cfg.Bag)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ps, ok := c.cache[key]; ok {
-		return ps, nil
-	}
-	f, err := filter.New(store.NewMemory(), cfg)
-	if err != nil {
-		return nil, err
-	}
-	ps := make([]filter.Prepared, len(c.Messages))
-	in := make(chan int)
-	go func() {
-		defer close(in)
-		for i := range c.Messages {
-			select {
-			case in <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	i := 0
-	err = parallel.Map(ctx, workers, in, func(i int) filter.Prepared {
-		p, err := f.Prepare(c.Messages[i].Raw, false)
-		if err != nil {
-			p.Digest = digestOf(i)
-		}
-		return p
-	}, func(p filter.Prepared) error {
-		ps[i] = p
-		i++
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if c.cache == nil {
-		c.cache = map[string][]filter.Prepared{}
-	}
-	c.cache[key] = ps
-	return ps, nil
-}
-
-// digestOf gives an unparseable message a digest of its own, so that it
-// trains as one message.
-func digestOf(i int) store.Digest {
-	var d store.Digest
-	copy(d[:], "unparsed:"+strconv.Itoa(i))
-	return d
-}
 
 // Options choose the protocol of a run.
 type Options struct {
@@ -261,8 +104,17 @@ type Report struct {
 	Records []Record `json:"-"`
 }
 
-// Run evaluates cfg on c under o.
+// Run evaluates cfg on c under o. Split and online runs read and parse
+// each message as they come to it and keep nothing of it but its Record;
+// cross-validation keeps every message parsed in c, since each fold goes
+// over the corpus again.
 func Run(ctx context.Context, c *Corpus, cfg filter.Config, o Options) (*Report, error) {
+	return run(ctx, c, cfg, o, o.Mode == "cv")
+}
+
+// run is Run, keeping the parsed messages in c for later runs when reuse
+// is set.
+func run(ctx context.Context, c *Corpus, cfg filter.Config, o Options, reuse bool) (*Report, error) {
 	start := time.Now()
 	if err := o.check(); err != nil {
 		return nil, err
@@ -270,7 +122,7 @@ func Run(ctx context.Context, c *Corpus, cfg filter.Config, o Options) (*Report,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ps, err := c.prepared(ctx, cfg, o.Workers)
+	src, err := c.source(ctx, cfg, o.Workers, reuse)
 	if err != nil {
 		return nil, err
 	}
@@ -282,12 +134,12 @@ func Run(ctx context.Context, c *Corpus, cfg filter.Config, o Options) (*Report,
 		// is split again.
 		n := int(math.Round(float64(len(idx)) * o.Split))
 		r.Trained = n
-		r.Records, err = o.trainTest(ctx, c, ps, cfg, idx[:n], idx[n:])
+		r.Records, err = o.trainTest(ctx, c, src, cfg, idx[:n], idx[n:])
 	case "cv":
-		err = o.crossValidate(ctx, c, ps, cfg, idx, r)
+		err = o.crossValidate(ctx, c, src, cfg, idx, r)
 	case "online":
 		r.Train = o.Train
-		r.Records, r.Trained, err = o.online(ctx, c, ps, cfg, idx)
+		r.Records, r.Trained, err = o.online(ctx, c, src, cfg, idx)
 	}
 	if err != nil {
 		return nil, err
@@ -380,32 +232,41 @@ func (o *Options) newFilter(ctx context.Context, cfg filter.Config) (*filter.Fil
 
 // trainTest trains a fresh model on the messages at train and tests it on
 // those at test.
-func (o *Options) trainTest(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, train, test []int) ([]Record, error) {
+func (o *Options) trainTest(ctx context.Context, c *Corpus, src source, cfg filter.Config, train, test []int) ([]Record, error) {
 	f, err := o.newFilter(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Store().Close()
-	if err := trainAll(ctx, f, c, ps, train); err != nil {
+	if err := trainAll(ctx, f, c, src, o.Workers, train); err != nil {
 		return nil, err
 	}
-	return testAll(ctx, f, c, ps, test)
+	return testAll(ctx, f, c, src, o.Workers, test)
 }
 
 // trainAll trains the messages at idx in batches.
-func trainAll(ctx context.Context, f *filter.Filter, c *Corpus, ps []filter.Prepared, idx []int) error {
+func trainAll(ctx context.Context, f *filter.Filter, c *Corpus, src source, workers int, idx []int) error {
 	const batch = 512
 	items := make([]filter.Item, 0, batch)
-	for k, i := range idx {
-		items = append(items, filter.Item{Prepared: ps[i], Class: classOf(c.Messages[i].Spam)})
-		if len(items) == batch || k == len(idx)-1 {
-			if _, err := f.Train(ctx, "", items); err != nil {
-				return err
-			}
-			items = items[:0]
+	flush := func() error {
+		if len(items) == 0 {
+			return nil
 		}
+		_, err := f.Train(ctx, "", items)
+		items = items[:0]
+		return err
 	}
-	return nil
+	err := each(ctx, workers, idx, src, func(i int, p filter.Prepared) error {
+		items = append(items, filter.Item{Prepared: p, Class: classOf(c.Messages[i].Spam)})
+		if len(items) < batch {
+			return nil
+		}
+		return flush()
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 func classOf(spam bool) string {
@@ -416,19 +277,23 @@ func classOf(spam bool) string {
 }
 
 // testAll classifies the messages at idx.
-func testAll(ctx context.Context, f *filter.Filter, c *Corpus, ps []filter.Prepared, idx []int) ([]Record, error) {
-	rs := make([]Record, len(idx))
-	for k, i := range idx {
-		v, err := f.ClassifyPrepared(ctx, "", ps[i], filter.ClassifyOptions{})
+func testAll(ctx context.Context, f *filter.Filter, c *Corpus, src source, workers int, idx []int) ([]Record, error) {
+	rs := make([]Record, 0, len(idx))
+	err := each(ctx, workers, idx, src, func(i int, p filter.Prepared) error {
+		v, err := f.ClassifyPrepared(ctx, "", p, filter.ClassifyOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Messages[i].Path, err)
+			return fmt.Errorf("%s: %w", c.Messages[i].Path, err)
 		}
-		rs[k] = Record{Pos: i, Spam: c.Messages[i].Spam, Score: v.Score, Verdict: v.Label()}
+		rs = append(rs, Record{Pos: i, Spam: c.Messages[i].Spam, Score: v.Score, Verdict: v.Label()})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rs, nil
 }
 
-func (o *Options) crossValidate(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, idx []int, r *Report) error {
+func (o *Options) crossValidate(ctx context.Context, c *Corpus, src source, cfg filter.Config, idx []int, r *Report) error {
 	folds := stratifiedFolds(c, idx, o.Folds, o.Seed)
 	for k := range folds {
 		var train []int
@@ -438,7 +303,7 @@ func (o *Options) crossValidate(ctx context.Context, c *Corpus, ps []filter.Prep
 			}
 		}
 		slices.Sort(train) // train in index order, as mail arrives
-		rs, err := o.trainTest(ctx, c, ps, cfg, train, folds[k])
+		rs, err := o.trainTest(ctx, c, src, cfg, train, folds[k])
 		if err != nil {
 			return fmt.Errorf("fold %d: %w", k+1, err)
 		}
@@ -480,7 +345,7 @@ func stratifiedFolds(c *Corpus, idx []int, k int, seed uint64) [][]int {
 }
 
 // online runs the immediate-feedback protocol over idx in order.
-func (o *Options) online(ctx context.Context, c *Corpus, ps []filter.Prepared, cfg filter.Config, idx []int) ([]Record, int, error) {
+func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.Config, idx []int) ([]Record, int, error) {
 	rule, _ := parseTrain(o.Train)
 	f, err := o.newFilter(ctx, cfg)
 	if err != nil {
@@ -488,27 +353,28 @@ func (o *Options) online(ctx context.Context, c *Corpus, ps []filter.Prepared, c
 	}
 	defer f.Store().Close()
 	threshold := cfg.Threshold()
-	rs := make([]Record, len(idx))
+	rs := make([]Record, 0, len(idx))
 	trained := 0
-	for k, i := range idx {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
+	err = each(ctx, o.Workers, idx, src, func(i int, p filter.Prepared) error {
 		m := c.Messages[i]
-		v, err := f.ClassifyPrepared(ctx, "", ps[i], filter.ClassifyOptions{})
+		v, err := f.ClassifyPrepared(ctx, "", p, filter.ClassifyOptions{})
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", m.Path, err)
+			return fmt.Errorf("%s: %w", m.Path, err)
 		}
-		rs[k] = Record{Pos: i, Spam: m.Spam, Score: v.Score, Verdict: v.Label()}
+		rs = append(rs, Record{Pos: i, Spam: m.Spam, Score: v.Score, Verdict: v.Label()})
 		wrong := (v.Label() == filter.Spam) != m.Spam
 		near := rule.thick > 0 && v.Score > threshold-rule.thick && v.Score < threshold+rule.thick
 		if rule.onError && !wrong && !near && !v.Unsure {
-			continue
+			return nil
 		}
-		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: ps[i], Class: classOf(m.Spam)}}); err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", m.Path, err)
+		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: p, Class: classOf(m.Spam)}}); err != nil {
+			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 		trained++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return rs, trained, nil
 }

@@ -43,7 +43,9 @@ type Row struct {
 // base, and returns the rows sorted best first by metric (a JSON name of
 // Metrics; lower is better except for accuracy, precision, recall,
 // specificity, f1 and log_likelihood). progress, when not nil, is told of
-// each finished row.
+// each finished row. Every run of a sweep reuses the messages parsed for
+// the first run under the same tokenizer settings, and the corpus keeps
+// them only until the last such run.
 func Sweep(ctx context.Context, c *Corpus, base filter.Config, axes []Axis, o Options, metric string, progress func(done, total int)) ([]Row, error) {
 	if _, err := MetricValue(Metrics{}, metric); err != nil {
 		return nil, err
@@ -63,15 +65,25 @@ func Sweep(ctx context.Context, c *Corpus, base filter.Config, axes []Axis, o Op
 		}
 		combos = next
 	}
-	rows := make([]Row, 0, len(combos))
+	cfgs := make([]filter.Config, len(combos))
+	// last[k] is the last combination parsed under tokenizer setting k,
+	// after which the corpus need not keep those parsed messages.
+	last := map[string]int{}
 	for i, cmb := range combos {
-		cfg := base
+		cfgs[i] = base
 		for _, a := range axes {
-			if err := cfg.Set(a.Key, cmb[a.Key]); err != nil {
+			if err := cfgs[i].Set(a.Key, cmb[a.Key]); err != nil {
 				return nil, err
 			}
 		}
-		r, err := Run(ctx, c, cfg, o)
+		last[cacheKey(cfgs[i])] = i
+	}
+	rows := make([]Row, 0, len(combos))
+	for i, cmb := range combos {
+		r, err := run(ctx, c, cfgs[i], o, true)
+		if last[cacheKey(cfgs[i])] == i {
+			c.forget(cfgs[i])
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sweep %v: %w", cmb, err)
 		}

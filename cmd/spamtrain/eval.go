@@ -88,7 +88,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 
 	var corpus *eval.Corpus
 	if *index != "" {
-		corpus, err = eval.LoadIndex(ctx, *index, o.Workers)
+		corpus, err = eval.OpenIndex(*index)
 	} else {
 		corpus, err = eval.LoadSources(ctx, spam, ham, *recursive, o.Seed)
 	}
