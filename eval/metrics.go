@@ -41,6 +41,12 @@ type Metrics struct {
 	F1          float64 `json:"f1"`
 	FPRate      float64 `json:"fp_rate"`
 	FNRate      float64 `json:"fn_rate"`
+	// ExpectedFPRate is the false positive rate the scores themselves
+	// predict, without the labels: the sum of P(ham|x) over the messages
+	// decided spam, over its sum over all messages. With calibrated
+	// probabilities it is close to FPRate, and it is what a running
+	// filter can tell of its own mail.
+	ExpectedFPRate float64 `json:"expected_fp_rate"`
 
 	// OneMinusAUCPct is (1 − area under the ROC curve) in percent, tied
 	// scores counting half.
@@ -64,9 +70,14 @@ type Metrics struct {
 func Compute(rs []Record) Metrics {
 	var m Metrics
 	m.N = len(rs)
-	var ll float64
+	var ll, ham, hamFlagged float64
 	for _, r := range rs {
 		isSpam := r.Verdict == "spam"
+		pHam := math.Exp(logSigmoid(-r.Score))
+		ham += pHam
+		if isSpam {
+			hamFlagged += pHam
+		}
 		switch {
 		case r.Spam && isSpam:
 			m.TP++
@@ -97,6 +108,9 @@ func Compute(rs []Record) Metrics {
 	}
 	m.FPRate = ratio(m.FP, m.Ham)
 	m.FNRate = ratio(m.FN, m.Spam)
+	if ham > 0 {
+		m.ExpectedFPRate = hamFlagged / ham
+	}
 	m.UnsureRate = ratio(m.Unsure, m.N)
 	m.OneMinusAUCPct = 100 * (1 - AUC(rs))
 	m.LamPct = 100 * Lam(m.FP, m.Ham, m.FN, m.Spam)

@@ -111,6 +111,10 @@ func TestCompute(t *testing.T) {
 		{"1-AUC%", m.OneMinusAUCPct, 100.0 / 16},
 		// The top ham (0.5) lets 3 of 4 spams through above it.
 		{"fn@fp0.1%", m.FNRateAtFP01Pct, 25},
+		// P(ham|x) = σ(−score), summed over the four decided spam, over
+		// its sum over all eight.
+		{"expected fp rate", m.ExpectedFPRate, (sig(-0.5) + sig(-2) + sig(-3) + sig(-4)) /
+			(sig(3) + sig(1) + sig(-0.5) + sig(2) + sig(-2) + sig(-3) + sig(0.5) + sig(-4))},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,6 +128,8 @@ func TestCompute(t *testing.T) {
 		t.Errorf("log-likelihood at score 0 = %v, want log ½", got)
 	}
 }
+
+func sig(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 func TestROC(t *testing.T) {
 	fpr, tpr := ROC(recs("hhss", 0, 1, 1, 3))

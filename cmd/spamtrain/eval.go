@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spamd/spamd/eval"
+	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -24,8 +27,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	def := eval.DefaultOptions()
 	var o eval.Options = def
-	index := fs.String("index", "", "TREC index file: lines 'spam PATH' or 'ham PATH', paths relative to it")
-	var spam, ham, sets, sweeps listFlag
+	var indexes, spam, ham, sets, sweeps listFlag
+	fs.Var(&indexes, "index", "TREC index file: lines 'spam PATH' or 'ham PATH', paths relative to it; repeated, one table per corpus")
 	fs.Var(&spam, "spam", "spam sources, instead of --index (several may follow)")
 	fs.Var(&ham, "ham", "ham sources, instead of --index (several may follow)")
 	recursive := fs.Bool("recursive", false, "with --spam/--ham: also read subfolders")
@@ -56,8 +59,11 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if o.Split > 1 {
 		o.Split /= 100
 	}
-	if (*index == "") == (len(spam)+len(ham) == 0) {
+	if (len(indexes) == 0) == (len(spam)+len(ham) == 0) {
 		return fmt.Errorf("%w: give either --index FILE or --spam PATH... --ham PATH...", errUsage)
+	}
+	if len(indexes) > 1 && (*storeDir != "" || *records != "" || *plots != "") {
+		return fmt.Errorf("%w: --store, --records and --plots take one corpus, not %d", errUsage, len(indexes))
 	}
 	var mf modelFlags
 	mf.sets = sets
@@ -86,19 +92,55 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	var corpus *eval.Corpus
-	if *index != "" {
-		corpus, err = eval.OpenIndex(*index)
-	} else {
-		corpus, err = eval.LoadSources(ctx, spam, ham, *recursive, o.Seed)
+	if len(indexes) == 0 {
+		corpus, err := eval.LoadSources(ctx, spam, ham, *recursive, o.Seed)
+		if err != nil {
+			return err
+		}
+		return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
 	}
-	if err != nil {
-		return err
+	// Several corpora: one table each, under its index's path, or one JSON
+	// document holding each corpus's under its path.
+	corpora := make([]*eval.Corpus, len(indexes))
+	for i, index := range indexes {
+		if corpora[i], err = eval.OpenIndex(index); err != nil {
+			return err
+		}
 	}
+	docs := make(map[string]json.RawMessage)
+	for i, index := range indexes {
+		corpus := corpora[i]
+		if len(indexes) == 1 {
+			return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
+		}
+		var buf bytes.Buffer
+		sub := *e
+		sub.stdout = &buf
+		if err := evalCorpus(ctx, &sub, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, "", ""); err != nil {
+			return fmt.Errorf("%s: %w", index, err)
+		}
+		if *asJSON {
+			docs[index] = json.RawMessage(buf.Bytes())
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		fmt.Fprintf(e.stdout, "== %s\n", index)
+		e.stdout.Write(buf.Bytes())
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, docs)
+	}
+	return nil
+}
 
+// evalCorpus runs one corpus's evaluation, or its sweep, and prints it.
+func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, axes []eval.Axis, o eval.Options,
+	by, curve string, draws int, asJSON bool, records, plots string) error {
 	if len(axes) > 0 {
 		bar := newProgress(e.stderr, -1, "sweep")
-		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, *by, func(done, total int) {
+		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, by, func(done, total int) {
 			bar.ChangeMax(total)
 			bar.Set(done)
 		})
@@ -106,10 +148,10 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			return writeJSON(e.stdout, rows)
 		}
-		printSweep(e.stdout, axes, rows, *by)
+		printSweep(e.stdout, axes, rows, by)
 		return nil
 	}
 
@@ -118,42 +160,42 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var pts []eval.CurvePoint
-	if *curve != "" {
-		sizes, err := curveSizes(*curve, int(math.Round(float64(len(corpus.Messages))*o.Split)))
+	if curve != "" {
+		sizes, err := curveSizes(curve, int(math.Round(float64(len(corpus.Messages))*o.Split)))
 		if err != nil {
 			return err
 		}
-		if pts, err = eval.LearningCurve(ctx, corpus, cfg, o, sizes, *draws); err != nil {
+		if pts, err = eval.LearningCurve(ctx, corpus, cfg, o, sizes, draws); err != nil {
 			return err
 		}
 	}
-	if *records != "" {
-		if err := eval.WriteRecords(*records, r.Records); err != nil {
+	if records != "" {
+		if err := eval.WriteRecords(records, r.Records); err != nil {
 			return err
 		}
 	}
-	if *plots != "" {
+	if plots != "" {
 		title := fmt.Sprintf("spamd, %s", describe(r))
-		if err := eval.PlotROC(*plots, title, r.Records); err != nil {
+		if err := eval.PlotROC(plots, title, r.Records); err != nil {
 			return err
 		}
 		marks := []eval.Mark{{Name: "cost threshold", Score: cfg.Threshold()}}
 		if cfg.UnsureHigh > cfg.UnsureLow {
 			marks = append(marks, eval.Mark{Name: "unsure from", Score: cfg.UnsureLow}, eval.Mark{Name: "spam from", Score: cfg.Required()})
 		}
-		if err := eval.PlotHistogram(*plots, title, r.Records, marks...); err != nil {
+		if err := eval.PlotHistogram(plots, title, r.Records, marks...); err != nil {
 			return err
 		}
-		if err := eval.PlotReliability(*plots, title, r.Records); err != nil {
+		if err := eval.PlotReliability(plots, title, r.Records); err != nil {
 			return err
 		}
 		if pts != nil {
-			if err := eval.PlotCurve(*plots, "spamd", pts); err != nil {
+			if err := eval.PlotCurve(plots, "spamd", pts); err != nil {
 				return err
 			}
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		type doc struct {
 			*eval.Report
 			Curve []eval.CurvePoint `json:"learning_curve,omitempty"`
@@ -164,8 +206,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if pts != nil {
 		printCurve(e.stdout, pts)
 	}
-	if *plots != "" {
-		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(*plots, "{roc,scores,reliability,learning}.{svg,png}"))
+	if plots != "" {
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{roc,scores,reliability,learning}.{svg,png}"))
 	}
 	return nil
 }
@@ -217,7 +259,7 @@ func printReport(w io.Writer, r *eval.Report) {
 	row := func(name, val, key string) {
 		if iv, ok := r.Spread[key]; ok {
 			scale := 1.0
-			if key == "fp_rate" || key == "fn_rate" {
+			if key == "fp_rate" || key == "fn_rate" || key == "expected_fp_rate" {
 				scale = 100
 			}
 			if r.Mode == "cv" {
@@ -231,6 +273,7 @@ func printReport(w io.Writer, r *eval.Report) {
 	row("(1-AUC)%", fmt.Sprintf("%.4f", m.OneMinusAUCPct), "one_minus_auc_pct")
 	row("lam%", fmt.Sprintf("%.3f", m.LamPct), "lam_pct")
 	row("FP rate", fmt.Sprintf("%.2f%%", 100*m.FPRate), "fp_rate")
+	row("expected FP rate", fmt.Sprintf("%.2f%% (from the probabilities alone)", 100*m.ExpectedFPRate), "expected_fp_rate")
 	row("FN rate", fmt.Sprintf("%.2f%%", 100*m.FNRate), "fn_rate")
 	row("FN rate at FP ≤ 0.1%", fmt.Sprintf("%.2f%%", m.FNRateAtFP01Pct), "fn_rate_at_fp_0_1pct")
 	row("FN rate at FP ≤ 0.01%", fmt.Sprintf("%.2f%%", m.FNRateAtFP001Pct), "")

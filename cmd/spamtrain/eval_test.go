@@ -123,3 +123,27 @@ func TestEvalUnreadableMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalSeveralCorpora checks that repeated --index flags give one table
+// per corpus, or one JSON document keyed by index, and refuse the flags
+// that write one corpus's files.
+func TestEvalSeveralCorpora(t *testing.T) {
+	a, b := sampleIndex(t), sampleIndex(t)
+	code, out, errOut := spamtrain(t, "", "eval", "--index", a, "--index", b, "--mode", "online")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if strings.Count(out, "online (train all): 40 messages") != 2 || !strings.Contains(out, "== "+a) || !strings.Contains(out, "== "+b) {
+		t.Errorf("want a table under each index:\n%s", out)
+	}
+	code, out, errOut = spamtrain(t, "", "eval", "--index", a, "--index", b, "--json")
+	var docs map[string]struct {
+		N int `json:"n"`
+	}
+	if err := json.Unmarshal([]byte(out), &docs); code != 0 || err != nil || docs[a].N != 8 || docs[b].N != 8 {
+		t.Errorf("exit %d, JSON %+v (%v): %s", code, docs, err, errOut)
+	}
+	if code, _, errOut := spamtrain(t, "", "eval", "--index", a, "--index", b, "--records", filepath.Join(t.TempDir(), "r")); code != 2 {
+		t.Errorf("--records with two corpora: exit %d, %s; want a usage error", code, errOut)
+	}
+}
