@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -310,16 +309,7 @@ func TestConvertCrash(t *testing.T) {
 		if kills > 200 {
 			t.Fatal("no child finished converting")
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestConvertCrash$")
-		cmd.Env = append(os.Environ(), convertCrashEnv+"="+dir)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startChild(t, "TestConvertCrash", convertCrashEnv+"="+dir)
 		opened := make(chan bool, 1)
 		go func() {
 			sc := bufio.NewScanner(out)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -81,16 +82,7 @@ type progress struct {
 // random moment from its start, during Open and replay included. It
 // returns the last batch the child reported, -1 if none.
 func crashRound(t *testing.T, dir string, round int, rng *rand.Rand) progress {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d:%d:%s", crashEnv, round, rng.Uint64(), dir))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startChild(t, "TestCrash", fmt.Sprintf("%s=%d:%d:%s", crashEnv, round, rng.Uint64(), dir))
 	lines := make(chan progress)
 	go func() {
 		defer close(lines)
@@ -268,4 +260,22 @@ func crashChild(arg string) {
 		fmt.Printf("committed %d %q\n", batch, user)
 	}
 	os.Exit(3)
+}
+
+// startChild runs this test binary's test named test in a child process
+// with env added to its environment, and returns it with its standard
+// output.
+func startChild(t *testing.T, test, env string) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }

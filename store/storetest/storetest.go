@@ -176,14 +176,36 @@ type call struct {
 	want []store.Result
 }
 
+// scenario is a sequence of Apply calls on user "u" of a new store, with
+// their results and the state they leave.
+type scenario struct {
+	name  string
+	calls []call
+	want  State
+}
+
+func runScenarios(t *testing.T, open Opener, tests []scenario) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openClosing(t, open)
+			for i, c := range tt.calls {
+				got, err := s.Apply(context.Background(), "u", c.ops)
+				if err != nil {
+					t.Fatalf("Apply #%d: %v", i, err)
+				}
+				if !slices.Equal(got, c.want) {
+					t.Errorf("Apply #%d = %+v, want %+v", i, got, c.want)
+				}
+			}
+			Expect(t, s, "u", tt.want)
+		})
+	}
+}
+
 func testScenarios(t *testing.T, open Opener) {
 	bag12 := map[bow.Hash]uint32{1: 2, 2: 1}
 	bag23 := map[bow.Hash]uint32{2: 1, 3: 4}
-	tests := []struct {
-		name  string
-		calls []call
-		want  State
-	}{
+	tests := []scenario{
 		{
 			name:  "train",
 			calls: []call{{[]store.Op{Train("m1", "spam", bag12)}, []store.Result{{Changed: true}}}},
@@ -314,21 +336,7 @@ func testScenarios(t *testing.T, open Opener) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := openClosing(t, open)
-			for i, c := range tt.calls {
-				got, err := s.Apply(context.Background(), "u", c.ops)
-				if err != nil {
-					t.Fatalf("Apply #%d: %v", i, err)
-				}
-				if !slices.Equal(got, c.want) {
-					t.Errorf("Apply #%d = %+v, want %+v", i, got, c.want)
-				}
-			}
-			Expect(t, s, "u", tt.want)
-		})
-	}
+	runScenarios(t, open, tests)
 }
 
 func testWeights(t *testing.T, open Opener) {
@@ -336,11 +344,7 @@ func testWeights(t *testing.T, open Opener) {
 	body23 := map[bow.Hash]uint32{2: 2, 3: 1}
 	spamStep := []store.Step{{Class: "spam", Head: 10, Body: 3}, {Class: "ham", Head: -10, Body: -3}}
 	hamStep := []store.Step{{Class: "spam", Head: -7, Body: -2}, {Class: "ham", Head: 7, Body: 2}}
-	tests := []struct {
-		name  string
-		calls []call
-		want  State
-	}{
+	tests := []scenario{
 		{
 			name:  "steps by part, times the count",
 			calls: []call{{[]store.Op{TrainSteps("m1", "spam", head1, body23, spamStep...)}, []store.Result{{Changed: true}}}},
@@ -422,21 +426,7 @@ func testWeights(t *testing.T, open Opener) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := openClosing(t, open)
-			for i, c := range tt.calls {
-				got, err := s.Apply(context.Background(), "u", c.ops)
-				if err != nil {
-					t.Fatalf("Apply #%d: %v", i, err)
-				}
-				if !slices.Equal(got, c.want) {
-					t.Errorf("Apply #%d = %+v, want %+v", i, got, c.want)
-				}
-			}
-			Expect(t, s, "u", tt.want)
-		})
-	}
+	runScenarios(t, open, tests)
 }
 
 func testClassOrder(t *testing.T, open Opener) {
