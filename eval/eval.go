@@ -74,6 +74,8 @@ type Options struct {
 	// NewStore opens the store a run trains; nil means a fresh in-memory
 	// store. Cross-validation opens one per fold.
 	NewStore func(ctx context.Context) (store.Store, error)
+	// Attack, in split mode, adds words to every spam tested.
+	Attack Attack
 }
 
 // DefaultOptions are the options of a run unless told otherwise.
@@ -102,6 +104,10 @@ type Report struct {
 	Seconds float64 `json:"seconds"`
 	// Records holds every tested message's outcome, in test order.
 	Records []Record `json:"-"`
+	// Attack names the attack on the tested spam, if any, and AttackWords
+	// are the words it added.
+	Attack      string   `json:"attack,omitempty"`
+	AttackWords []string `json:"attack_words,omitempty"`
 }
 
 // Run evaluates cfg on c under o. Split and online runs read and parse
@@ -122,6 +128,9 @@ func run(ctx context.Context, c *Corpus, cfg filter.Config, o Options, reuse boo
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// An attack changes the messages it tests, which only a run that
+	// reads them can do.
+	reuse = reuse && o.Attack.Words == 0
 	src, err := c.source(ctx, cfg, o.Workers, reuse)
 	if err != nil {
 		return nil, err
@@ -134,7 +143,10 @@ func run(ctx context.Context, c *Corpus, cfg filter.Config, o Options, reuse boo
 		// is split again.
 		n := int(math.Round(float64(len(idx)) * o.Split))
 		r.Trained = n
-		r.Records, err = o.trainTest(ctx, c, src, cfg, idx[:n], idx[n:])
+		r.Records, r.AttackWords, err = o.trainTest(ctx, c, src, cfg, idx[:n], idx[n:])
+		if o.Attack.Words > 0 {
+			r.Attack = fmt.Sprintf("%s:%d", o.Attack.Kind, o.Attack.Words)
+		}
 	case "cv":
 		err = o.crossValidate(ctx, c, src, cfg, idx, r)
 	case "online":
@@ -173,6 +185,9 @@ func (o *Options) check() error {
 	}
 	if _, err := parseTrain(o.Train); err != nil {
 		return err
+	}
+	if o.Attack.Words > 0 && o.Mode != "split" {
+		return fmt.Errorf("%w: an attack is a split run's: it needs one trained model to choose its words", ErrOptions)
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
@@ -231,17 +246,33 @@ func (o *Options) newFilter(ctx context.Context, cfg filter.Config) (*filter.Fil
 }
 
 // trainTest trains a fresh model on the messages at train and tests it on
-// those at test.
-func (o *Options) trainTest(ctx context.Context, c *Corpus, src source, cfg filter.Config, train, test []int) ([]Record, error) {
+// those at test, under o.Attack, whose words it returns.
+func (o *Options) trainTest(ctx context.Context, c *Corpus, src source, cfg filter.Config, train, test []int) ([]Record, []string, error) {
 	f, err := o.newFilter(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Store().Close()
 	if err := trainAll(ctx, f, c, src, o.Workers, train); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return testAll(ctx, f, c, src, o.Workers, test)
+	words, err := attackWords(ctx, o.Attack, f, c, train, o.Seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if words != nil {
+		src = attacked(src, o.Attack, words, c, test)
+		if o.Attack.Out != "" {
+			if err := os.MkdirAll(o.Attack.Out, 0o755); err != nil {
+				return nil, nil, err
+			}
+			if err := writeAttackIndex(o.Attack, c, train, test); err != nil {
+				return nil, nil, fmt.Errorf("write attacked index: %w", err)
+			}
+		}
+	}
+	rs, err := testAll(ctx, f, c, src, o.Workers, test)
+	return rs, words, err
 }
 
 // trainAll trains the messages at idx in batches.
@@ -303,7 +334,7 @@ func (o *Options) crossValidate(ctx context.Context, c *Corpus, src source, cfg 
 			}
 		}
 		slices.Sort(train) // train in index order, as mail arrives
-		rs, err := o.trainTest(ctx, c, src, cfg, train, folds[k])
+		rs, _, err := o.trainTest(ctx, c, src, cfg, train, folds[k])
 		if err != nil {
 			return fmt.Errorf("fold %d: %w", k+1, err)
 		}

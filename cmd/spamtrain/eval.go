@@ -49,6 +49,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of tables")
 	records := fs.String("records", "", "write one TSV line per tested message to this file")
 	plots := fs.String("plots", "", "write ROC, score-histogram and learning-curve plots (SVG and PNG) here")
+	attack := fs.String("attack", "", "split: add words to every spam tested: goodwords:N (the model's most hammy) or hamwords:N (common ham words at random)")
+	fs.StringVar(&o.Attack.Out, "attack-out", "", "with --attack and --index: write the attacked corpus and its index here")
 	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -58,6 +60,16 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	o.Split = *split
 	if o.Split > 1 {
 		o.Split /= 100
+	}
+	if *attack != "" {
+		a, err := eval.ParseAttack(*attack)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		o.Attack.Kind, o.Attack.Words = a.Kind, a.Words
+	}
+	if o.Attack.Out != "" && (*attack == "" || len(indexes) != 1) {
+		return fmt.Errorf("%w: --attack-out needs --attack and one --index", errUsage)
 	}
 	if (len(indexes) == 0) == (len(spam)+len(ham) == 0) {
 		return fmt.Errorf("%w: give either --index FILE or --spam PATH... --ham PATH...", errUsage)
@@ -241,12 +253,23 @@ func describe(r *eval.Report) string {
 	if r.Part != "all" {
 		s += ", " + r.Part + " side"
 	}
+	if r.Attack != "" {
+		s += ", attack " + r.Attack
+	}
 	return s
 }
 
 func printReport(w io.Writer, r *eval.Report) {
 	m := r.Metrics
-	fmt.Fprintf(w, "%s: %d messages (%d spam, %d ham) tested, %d trained, %.1f s\n\n", describe(r), m.N, m.Spam, m.Ham, r.Trained, r.Seconds)
+	fmt.Fprintf(w, "%s: %d messages (%d spam, %d ham) tested, %d trained, %.1f s\n", describe(r), m.N, m.Spam, m.Ham, r.Trained, r.Seconds)
+	if n := len(r.AttackWords); n > 0 {
+		fmt.Fprintf(w, "words added to each spam: %s", strings.Join(r.AttackWords[:min(n, 10)], " "))
+		if n > 10 {
+			fmt.Fprintf(w, " … (%d in all)", n)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tdecided spam\tdecided ham")
 	fmt.Fprintf(tw, "is spam\t%d (TP)\t%d (FN)\n", m.TP, m.FN)
