@@ -15,6 +15,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -68,17 +70,106 @@ type Config struct {
 
 // Store configures the model store.
 type Store struct {
-	// Dir is the directory of the Badger store. Default: the first
+	// Backend is where the models are kept: "badger", an embedded store
+	// in Dir that one process owns (the default), or "redis", a Redis or
+	// Valkey server, Sentinel set or Cluster ([store.redis]) that any
+	// number of spamd nodes share.
+	Backend string `toml:"backend"`
+	// Dir is the directory of the Badger store, and with either backend
+	// the default parent of the report queue. Default: the first
 	// directory of $STATE_DIRECTORY (set by systemd's StateDirectory=),
 	// else /var/lib/spamd.
 	Dir string `toml:"dir"`
 	// CacheMB bounds the in-memory cache of token counts, in MiB; 0 turns
-	// it off. Default 64, enough for a global model of several thousand
-	// messages.
+	// it off (and with Redis, classifying while Redis is down). Default
+	// 64, enough for a global model of several thousand messages.
 	CacheMB int `toml:"cache_mb"`
-	// SyncWrites fsyncs every training commit, so that it survives a power
-	// loss, at a large cost in training throughput.
+	// SyncWrites fsyncs every training commit of the Badger store, so
+	// that it survives a power loss, at a large cost in training
+	// throughput.
 	SyncWrites bool `toml:"sync_writes"`
+	// Redis is the server of the Redis backend.
+	Redis Redis `toml:"redis"`
+}
+
+// Redis configures the Redis (or Valkey) server of the "redis" backend.
+type Redis struct {
+	// Address lists the server: one address ("unix:/PATH",
+	// "tcp://HOST:PORT" or "HOST:PORT"), the seed nodes of a Cluster, or,
+	// with SentinelMaster, the Sentinels.
+	Address []string `toml:"address"`
+	// SentinelMaster names the master set the Sentinels of Address
+	// watch; "" when Address is a server or a Cluster.
+	SentinelMaster string `toml:"sentinel_master"`
+	// Username is the ACL user; "" is the default user.
+	Username string `toml:"username"`
+	// Password is the user's password. Prefer PasswordFile, which keeps
+	// it out of this file.
+	Password string `toml:"password"`
+	// PasswordFile holds the password, on its first line.
+	PasswordFile string `toml:"password_file"`
+	// TLS encrypts the connections (not to a unix socket).
+	TLS bool `toml:"tls"`
+	// TLSCAFile holds the certificates that sign the server's; "" means
+	// the system's.
+	TLSCAFile string `toml:"tls_ca_file"`
+	// TLSCertFile and TLSKeyFile are this client's certificate and key,
+	// for a server that asks for one (tls-auth-clients).
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
+	// TLSServerName is the name the server's certificate must carry; ""
+	// means the host of the address.
+	TLSServerName string `toml:"tls_server_name"`
+	// DB is the database number on a single server or Sentinel set; a
+	// Cluster has only 0.
+	DB int `toml:"db"`
+	// Prefix starts every key of the store, so that several stores can
+	// share a server.
+	Prefix string `toml:"prefix"`
+	// Timeout bounds each read: a node whose Redis does not answer in
+	// time classifies from its cache.
+	Timeout Duration `toml:"timeout"`
+}
+
+// LoadPassword returns the password: Password, or the first line of
+// PasswordFile.
+func (r Redis) LoadPassword() (string, error) {
+	if r.PasswordFile == "" {
+		return r.Password, nil
+	}
+	b, err := os.ReadFile(r.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("store.redis.password_file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}
+
+// LoadTLS returns the TLS configuration of the connections, nil without
+// TLS, reading the files it names.
+func (r Redis) LoadTLS() (*tls.Config, error) {
+	if !r.TLS {
+		return nil, nil
+	}
+	c := &tls.Config{ServerName: r.TLSServerName, MinVersion: tls.VersionTLS12}
+	if r.TLSCAFile != "" {
+		pem, err := os.ReadFile(r.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis.tls_ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store.redis.tls_ca_file: %s holds no PEM certificate", r.TLSCAFile)
+		}
+	}
+	if r.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis.tls_cert_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // Milter configures the milter.
@@ -257,7 +348,11 @@ func Default(getenv func(string) string) Config {
 		sock = filepath.Join(s, "api.sock")
 	}
 	return Config{
-		Store: Store{Dir: dir, CacheMB: 64},
+		Store: Store{Backend: "badger", Dir: dir, CacheMB: 64, Redis: Redis{
+			Address: []string{},
+			Prefix:  "spamd:",
+			Timeout: Duration{time.Second},
+		}},
 		Milter: Milter{
 			Listen:            "tcp://127.0.0.1:11332",
 			ReadTimeout:       Duration{5 * time.Minute},
@@ -367,6 +462,15 @@ func (c Config) Validate() error {
 	if c.Store.CacheMB < 0 {
 		return bad("store.cache_mb", "must not be negative")
 	}
+	switch c.Store.Backend {
+	case "badger":
+	case "redis":
+		if err := c.Store.Redis.validate(bad); err != nil {
+			return err
+		}
+	default:
+		return bad("store.backend", "want badger or redis, not %q", c.Store.Backend)
+	}
 	m := c.Milter
 	if _, _, err := SplitAddr(m.Listen); err != nil {
 		return bad("milter.listen", "%v", err)
@@ -451,6 +555,62 @@ func (c Config) Validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return bad("log.format", "want text or json, not %q", c.Log.Format)
+	}
+	return nil
+}
+
+// validate checks the settings of the Redis backend, reporting through
+// bad.
+func (r Redis) validate(bad func(key, format string, args ...any) error) error {
+	if len(r.Address) == 0 {
+		return bad("store.redis.address", "the redis backend needs the address of a server, Cluster or Sentinels")
+	}
+	for _, a := range r.Address {
+		if err := redisAddr(a); err != nil {
+			return bad("store.redis.address", "%v", err)
+		}
+	}
+	if r.Password != "" && r.PasswordFile != "" {
+		return bad("store.redis.password", "give password or password_file, not both")
+	}
+	if r.PasswordFile != "" && !filepath.IsAbs(r.PasswordFile) {
+		return bad("store.redis.password_file", "must be an absolute path, not %q", r.PasswordFile)
+	}
+	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
+		return bad("store.redis.tls_cert_file", "tls_cert_file and tls_key_file go together")
+	}
+	if !r.TLS && (r.TLSCAFile != "" || r.TLSCertFile != "" || r.TLSServerName != "") {
+		return bad("store.redis.tls", "tls_* settings are given but tls is off")
+	}
+	if r.DB < 0 {
+		return bad("store.redis.db", "must not be negative, not %d", r.DB)
+	}
+	if r.DB != 0 && len(r.Address) > 1 && r.SentinelMaster == "" {
+		return bad("store.redis.db", "a Cluster has only database 0")
+	}
+	if r.Prefix == "" || len(r.Prefix) > 64 || strings.ContainsAny(r.Prefix, "{}*?[]\\ \t\r\n") {
+		return bad("store.redis.prefix", "want 1 to 64 bytes without braces, glob characters or spaces, not %q", r.Prefix)
+	}
+	if r.Timeout.Duration < 10*time.Millisecond {
+		return bad("store.redis.timeout", "must be at least 10ms, not %v", r.Timeout)
+	}
+	return nil
+}
+
+// redisAddr checks one address of a Redis server.
+func redisAddr(a string) error {
+	switch {
+	case strings.HasPrefix(a, "unix:"):
+		if !filepath.IsAbs(strings.TrimPrefix(a, "unix:")) {
+			return fmt.Errorf("%q: the socket path must be absolute", a)
+		}
+		return nil
+	case strings.HasPrefix(a, "/"):
+		return nil
+	}
+	hp := strings.TrimPrefix(a, "tcp://")
+	if _, port, err := net.SplitHostPort(hp); err != nil || port == "" {
+		return fmt.Errorf("%q: want unix:/PATH, tcp://HOST:PORT or HOST:PORT", a)
 	}
 	return nil
 }

@@ -71,14 +71,28 @@ func TestShippedFileDocumentsEveryKey(t *testing.T) {
 		if sec == "-" {
 			continue
 		}
-		for j := range sf.Type.NumField() {
-			key := sf.Type.Field(j).Tag.Get("toml")
-			t.Run(sec+"."+key, func(t *testing.T) {
-				if _, ok := hasKey(secs[sec], key); !ok {
-					t.Errorf("config.toml does not document %s.%s", sec, key)
-				}
-			})
+		documents(t, secs, sec, sf.Type)
+	}
+}
+
+// documents checks that section sec of the shipped file documents every
+// key of typ, and its sub-tables in sections of their own.
+func documents(t *testing.T, secs map[string][]string, sec string, typ reflect.Type) {
+	for j := range typ.NumField() {
+		f := typ.Field(j)
+		key := f.Tag.Get("toml")
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[Duration]() {
+			if _, ok := secs[sec+"."+key]; !ok {
+				t.Errorf("config.toml has no [%s.%s]", sec, key)
+			}
+			documents(t, secs, sec+"."+key, f.Type)
+			continue
 		}
+		t.Run(sec+"."+key, func(t *testing.T) {
+			if _, ok := hasKey(secs[sec], key); !ok {
+				t.Errorf("config.toml does not document %s.%s", sec, key)
+			}
+		})
 	}
 }
 
@@ -193,6 +207,17 @@ func TestDecodeErrors(t *testing.T) {
 		{"trash with a slash", "[watch]\ntrash = [\"../Trash\"]", "watch.trash"},
 		{"rescan too often", "[watch]\nrescan = \"10ms\"", "watch.rescan"},
 		{"wrong type", "[store]\ncache_mb = \"big\"", "cache_mb"},
+		{"unknown backend", "[store]\nbackend = \"postgres\"", "store.backend"},
+		{"redis without address", "[store]\nbackend = \"redis\"", "store.redis.address"},
+		{"redis bad address", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"redis.example.org\"]", "store.redis.address"},
+		{"redis relative socket", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"unix:redis.sock\"]", "store.redis.address"},
+		{"redis two passwords", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"/r.sock\"]\npassword = \"a\"\npassword_file = \"/p\"", "store.redis.password"},
+		{"redis key without cert", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\ntls = true\ntls_key_file = \"/k\"", "store.redis.tls_cert_file"},
+		{"redis tls files without tls", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\ntls_ca_file = \"/ca\"", "store.redis.tls"},
+		{"redis cluster db", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\", \"h:2\"]\ndb = 2", "store.redis.db"},
+		{"redis prefix brace", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\nprefix = \"a{b}\"", "store.redis.prefix"},
+		{"redis timeout", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\ntimeout = \"1ms\"", "store.redis.timeout"},
+		{"redis unknown key", "[store.redis]\nhost = \"h\"", `unknown key "store.redis.host"`},
 		{"not toml", "[store\n", "invalid configuration"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,6 +229,53 @@ func TestDecodeErrors(t *testing.T) {
 				t.Errorf("error %q does not wrap ErrInvalid and name %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRedis decodes the settings of a Redis backend, and reads the
+// password and TLS files they name.
+func TestRedis(t *testing.T) {
+	dir := t.TempDir()
+	pass := dir + "/redis.pass"
+	if err := os.WriteFile(pass, []byte("s3cret\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Decode(strings.NewReader(`
+[store]
+backend = "redis"
+[store.redis]
+address = ["10.0.0.1:6379", "tcp://10.0.0.2:6379", "unix:/run/redis.sock"]
+username = "spamd"
+password_file = "`+pass+`"
+prefix = "mx:"
+timeout = "250ms"
+`), Default(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Store.Redis
+	if c.Store.Backend != "redis" || len(r.Address) != 3 || r.Username != "spamd" || r.Prefix != "mx:" || r.Timeout.Duration != 250*time.Millisecond {
+		t.Errorf("store: %+v", c.Store)
+	}
+	if p, err := r.LoadPassword(); err != nil || p != "s3cret" {
+		t.Errorf("LoadPassword = %q, %v", p, err)
+	}
+	if tc, err := r.LoadTLS(); err != nil || tc != nil {
+		t.Errorf("LoadTLS without tls = %v, %v", tc, err)
+	}
+	r.TLS, r.TLSCAFile = true, pass
+	if _, err := r.LoadTLS(); err == nil {
+		t.Error("LoadTLS accepted a CA file without a certificate")
+	}
+	r.TLSCAFile, r.TLSServerName = "", "redis.example.org"
+	if tc, err := r.LoadTLS(); err != nil || tc.ServerName != "redis.example.org" {
+		t.Errorf("LoadTLS = %+v, %v", tc, err)
+	}
+	// The defaults keep Badger, and say nothing of Redis that a
+	// switch to it would have to undo.
+	d := Default(noEnv)
+	if d.Store.Backend != "badger" || len(d.Store.Redis.Address) != 0 || d.Store.Redis.Prefix != "spamd:" {
+		t.Errorf("defaults: %+v", d.Store)
 	}
 }
 

@@ -25,7 +25,9 @@ import (
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
+	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
+	"github.com/spamd/spamd/store/redisstore"
 )
 
 // daemon is a running spamd.
@@ -42,7 +44,7 @@ type daemon struct {
 	raw  []byte
 	cfg  config.Config
 
-	st  *badgerstore.Store
+	st  modelStore
 	ms  *milter.Server
 	api *control.Server
 	met *metrics
@@ -141,9 +143,34 @@ func logLevel(s string) slog.Level {
 	return l
 }
 
-// openStore opens the store, first checking that its directory can be
-// written, with advice when it cannot.
-func openStore(ctx context.Context, c config.Store, log *slog.Logger) (*badgerstore.Store, error) {
+// modelStore is what the daemon needs of its store: a store.Store whose
+// cache it can warm at start. The Badger store also reports its size on
+// disk (sizer); the Redis store whether it answers from a stale cache
+// (staler).
+type modelStore interface {
+	store.Store
+	WarmInBackground(ctx context.Context, users ...string) (stop func())
+}
+
+type sizer interface{ Size() (lsm, vlog int64) }
+
+type staler interface{ Stale() (bool, uint64) }
+
+// openStore opens the store the configuration chooses.
+func openStore(ctx context.Context, c config.Store, log *slog.Logger) (modelStore, error) {
+	cache := int64(c.CacheMB) << 20
+	if c.CacheMB == 0 {
+		cache = -1
+	}
+	if c.Backend == "redis" {
+		return openRedis(ctx, c.Redis, cache, log)
+	}
+	return openBadger(ctx, c, cache, log)
+}
+
+// openBadger opens the Badger store, first checking that its directory
+// can be written, with advice when it cannot.
+func openBadger(ctx context.Context, c config.Store, cache int64, log *slog.Logger) (*badgerstore.Store, error) {
 	advice := "give another with --db DIR or [store] dir in the configuration, or run spamd under systemd with StateDirectory=spamd"
 	if err := os.MkdirAll(c.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("store directory %s cannot be created (%v): %s", c.Dir, err, advice)
@@ -154,15 +181,54 @@ func openStore(ctx context.Context, c config.Store, log *slog.Logger) (*badgerst
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	cache := int64(c.CacheMB) << 20
-	if c.CacheMB == 0 {
-		cache = -1
-	}
 	st, err := badgerstore.Open(ctx, c.Dir, badgerstore.Options{Logger: log, CacheBytes: cache, SyncWrites: c.SyncWrites})
 	if errors.Is(err, badgerstore.ErrLocked) {
 		return nil, fmt.Errorf("store %s is in use by another process (another spamd, or spamtrain): stop it first: %w", c.Dir, err)
 	}
 	return st, err
+}
+
+// openRedis connects to the Redis store of [store.redis].
+func openRedis(ctx context.Context, c config.Redis, cache int64, log *slog.Logger) (*redisstore.Store, error) {
+	o, err := redisOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	o.CacheBytes, o.Logger = cache, log
+	return redisstore.Open(ctx, o)
+}
+
+// redisOptions turns [store.redis] into the store's options, reading the
+// password and TLS files.
+func redisOptions(c config.Redis) (redisstore.Options, error) {
+	pass, err := c.LoadPassword()
+	if err != nil {
+		return redisstore.Options{}, err
+	}
+	tc, err := c.LoadTLS()
+	if err != nil {
+		return redisstore.Options{}, err
+	}
+	return redisstore.Options{
+		Addresses:        c.Address,
+		SentinelMaster:   c.SentinelMaster,
+		Username:         c.Username,
+		Password:         pass,
+		SentinelUsername: c.Username,
+		SentinelPassword: pass,
+		TLS:              tc,
+		DB:               c.DB,
+		Prefix:           c.Prefix,
+		ReadTimeout:      c.Timeout.Duration,
+	}, nil
+}
+
+// storeName says where the store is, for the log.
+func storeName(c config.Store) string {
+	if c.Backend == "redis" {
+		return "redis " + strings.Join(c.Redis.Address, ",") + " " + c.Redis.Prefix
+	}
+	return c.Dir
 }
 
 // run runs the daemon until ctx is done, reloading on hup.
@@ -230,9 +296,13 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if err != nil {
 		return err
 	}
+	var size func() (lsm, vlog int64)
+	if sz, ok := d.st.(sizer); ok {
+		size = sz.Size
+	}
 	d.api = control.NewServer(control.Options{
 		Filter:     current,
-		Size:       d.st.Size,
+		Size:       size,
 		Dir:        cfg.Store.Dir,
 		Admins:     cfg.API.Admins,
 		Reporters:  cfg.API.Reporters,
@@ -320,7 +390,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		})
 	}
 	d.log.Info("spamd: ready", "milter", cfg.Milter.Listen, "api", cfg.API.Socket, "api_tcp", cfg.API.TCP,
-		"metrics", cfg.Metrics.Listen, "store", cfg.Store.Dir, "config", d.path,
+		"metrics", cfg.Metrics.Listen, "store", storeName(cfg.Store), "config", d.path,
 		"reports", cfg.Reports.Spool, "pending_reports", d.reports.Len(), "watch", cfg.Watch.Junk)
 
 	reloadCtx, stopReload := context.WithCancel(ctx)

@@ -15,7 +15,6 @@ import (
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
-	"github.com/spamd/spamd/store/badgerstore"
 )
 
 // metrics are the daemon's Prometheus metrics. It is the Observer of the
@@ -89,7 +88,7 @@ func newMetrics() *metrics {
 
 // watch adds the gauges read at each scrape: the milter's connections,
 // the reports waiting and the global model's size.
-func (m *metrics) watch(st *badgerstore.Store, ms *milter.Server, q *reportq.Queue) {
+func (m *metrics) watch(st modelStore, ms *milter.Server, q *reportq.Queue) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "spamd_milter_connections",
@@ -165,14 +164,16 @@ func (m *metrics) applied(o relabel.Outcome) {
 }
 
 // modelCollector reports the global model's size and the store's, read
-// when scraped.
-type modelCollector struct{ st *badgerstore.Store }
+// when scraped, and whether the store answers from a stale cache.
+type modelCollector struct{ st modelStore }
 
 var (
 	modelMessages = prometheus.NewDesc("spamd_model_messages", "Messages trained into the global model, by class.", []string{"class"}, nil)
 	modelTokens   = prometheus.NewDesc("spamd_model_tokens", "Token occurrences in the global model, by class.", []string{"class"}, nil)
 	modelVocab    = prometheus.NewDesc("spamd_model_vocabulary", "Distinct tokens in the global model.", nil, nil)
 	storeBytes    = prometheus.NewDesc("spamd_store_bytes", "Size of the store on disk, by part (lsm, vlog).", []string{"part"}, nil)
+	storeStale    = prometheus.NewDesc("spamd_store_stale", "1 while Redis does not answer and the node classifies from its cache, which may be out of date.", nil, nil)
+	staleReads    = prometheus.NewDesc("spamd_store_stale_reads_total", "Reads answered from the node's cache because Redis did not answer.", nil, nil)
 )
 
 func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -180,12 +181,25 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- modelTokens
 	ch <- modelVocab
 	ch <- storeBytes
+	ch <- storeStale
+	ch <- staleReads
 }
 
 func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
-	lsm, vlog := c.st.Size()
-	ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(lsm), "lsm")
-	ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(vlog), "vlog")
+	if sz, ok := c.st.(sizer); ok {
+		lsm, vlog := sz.Size()
+		ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(lsm), "lsm")
+		ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(vlog), "vlog")
+	}
+	if sl, ok := c.st.(staler); ok {
+		stale, reads := sl.Stale()
+		v := 0.0
+		if stale {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(storeStale, prometheus.GaugeValue, v)
+		ch <- prometheus.MustNewConstMetric(staleReads, prometheus.CounterValue, float64(reads))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	t, err := c.st.Totals(ctx, "")

@@ -2,20 +2,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
+	"github.com/spamd/spamd/store/redisstore"
 )
 
 // listFlag collects every value of a repeated flag.
@@ -63,6 +68,8 @@ func expandMulti(args []string, multi ...string) []string {
 // settings.
 type modelFlags struct {
 	db      string
+	redis   string
+	cfgPath string
 	user    string
 	sets    listFlag
 	workers int
@@ -70,6 +77,8 @@ type modelFlags struct {
 
 func (m *modelFlags) register(fs *flag.FlagSet, withUser bool) {
 	fs.StringVar(&m.db, "db", os.Getenv("SPAMD_DB"), "store directory (default $SPAMD_DB)")
+	fs.StringVar(&m.redis, "redis", os.Getenv("SPAMD_REDIS"), "a Redis model's server, or Cluster seeds or Sentinels, comma-separated (default $SPAMD_REDIS; the other [store.redis] settings come from the configuration)")
+	fs.StringVar(&m.cfgPath, "config", "", "spamd's configuration, whose [store] and [filter] a Redis model is used with (default $SPAMD_CONFIG, else "+config.DefaultPath+" if it exists)")
 	if withUser {
 		fs.StringVar(&m.user, "user", "", "user whose model to use (default: the global model)")
 	}
@@ -78,8 +87,19 @@ func (m *modelFlags) register(fs *flag.FlagSet, withUser bool) {
 }
 
 // config returns the filter configuration with the --set flags applied.
-func (m *modelFlags) config() (filter.Config, error) {
+func (m *modelFlags) config() (filter.Config, error) { return m.filterConfig(nil) }
+
+// filterConfig returns the filter configuration: the defaults, under the
+// [filter] table of spamd's configuration when the model is a Redis one
+// (the nodes that share it tokenize that way), and the --set flags over
+// both.
+func (m *modelFlags) filterConfig(table map[string]string) (filter.Config, error) {
 	cfg := filter.DefaultConfig()
+	for _, k := range slices.Sorted(maps.Keys(table)) {
+		if err := cfg.Set(k, table[k]); err != nil {
+			return cfg, fmt.Errorf("[filter] %s: %w", k, err)
+		}
+	}
 	if err := applySets(&cfg, m.sets); err != nil {
 		return cfg, err
 	}
@@ -99,28 +119,158 @@ func applySets(cfg *filter.Config, sets []string) error {
 	return nil
 }
 
-// open opens the store and a filter over it. The caller closes the store.
-func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *badgerstore.Store, error) {
-	if m.db == "" {
-		return nil, nil, fmt.Errorf("%w: no store: give --db DIR or set SPAMD_DB", errUsage)
+// modelStore is the store a command opened, Badger or Redis, with what
+// the commands ask of either.
+type modelStore struct {
+	store.Store
+	badger *badgerstore.Store // nil for Redis
+	warm   func(ctx context.Context, users ...string) (stop func())
+}
+
+// Size returns the Badger store's size on disk; a Redis store's is the
+// server's business (INFO memory).
+func (m *modelStore) Size() (lsm, vlog int64) {
+	if m.badger == nil {
+		return 0, 0
 	}
+	return m.badger.Size()
+}
+
+// Compact compacts a Badger store.
+func (m *modelStore) Compact(ctx context.Context) error {
+	if m.badger == nil {
+		return errors.New("a Redis model has nothing to compact: Redis frees what it no longer holds")
+	}
+	return m.badger.Compact(ctx)
+}
+
+// WarmInBackground reads the users' models into the store's cache.
+func (m *modelStore) WarmInBackground(ctx context.Context, users ...string) (stop func()) {
+	return m.warm(ctx, users...)
+}
+
+// storeChoice is the store a command line names: a Badger directory, or a
+// Redis model with the settings of spamd's configuration.
+type storeChoice struct {
+	redis  bool
+	db     string
+	cfg    config.Store      // for Redis
+	filter map[string]string // spamd's [filter], for Redis
+}
+
+// choose decides the store: --redis (or $SPAMD_REDIS) names a Redis
+// model, --db (or $SPAMD_DB) a Badger one; with neither, the [store] of
+// spamd's configuration, if it is a Redis one.
+func (m *modelFlags) choose() (storeChoice, error) {
+	if m.redis == "" && m.db != "" {
+		return storeChoice{db: m.db}, nil
+	}
+	cfg, found, err := loadConfig(m.cfgPath)
+	if err != nil {
+		return storeChoice{}, err
+	}
+	if m.redis != "" {
+		cfg.Store.Backend = "redis"
+		cfg.Store.Redis.Address = strings.Split(m.redis, ",")
+		if err := cfg.Validate(); err != nil {
+			return storeChoice{}, fmt.Errorf("%w: --redis: %v", errUsage, err)
+		}
+	} else if !found || cfg.Store.Backend != "redis" {
+		return storeChoice{}, fmt.Errorf("%w: no store: give --db DIR (or set SPAMD_DB) for a Badger store, --redis ADDR (or SPAMD_REDIS) for a Redis one, or a configuration whose [store] backend is redis", errUsage)
+	}
+	return storeChoice{redis: true, cfg: cfg.Store, filter: cfg.Filter}, nil
+}
+
+// loadConfig reads spamd's configuration: path, else $SPAMD_CONFIG, else
+// the default file if it exists. found is false when there is none to
+// read, and the defaults are returned.
+func loadConfig(path string) (cfg config.Config, found bool, err error) {
+	cfg = config.Default(os.Getenv)
+	explicit := true
+	if path == "" {
+		path = os.Getenv("SPAMD_CONFIG")
+	}
+	if path == "" {
+		path, explicit = config.DefaultPath, false
+	}
+	c, err := config.Load(path, cfg)
+	switch {
+	case err == nil:
+		return c, true, nil
+	case !explicit && errors.Is(err, os.ErrNotExist):
+		return cfg, false, nil
+	}
+	return cfg, false, err
+}
+
+// open opens the store and a filter over it. The caller closes the store.
+func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelStore, error) {
 	if err := store.ValidUser(m.user); err != nil {
 		return nil, nil, fmt.Errorf("%w: --user: %v", errUsage, err)
 	}
-	cfg, err := m.config()
+	ch, err := m.choose()
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := badgerstore.Open(ctx, m.db, badgerstore.Options{Logger: e.log})
+	cfg, err := m.filterConfig(ch.filter)
 	if err != nil {
-		return nil, nil, storeOpenError(m.db, err)
-	}
-	f, err := filter.New(st, cfg)
-	if err != nil {
-		st.Close()
 		return nil, nil, err
 	}
-	return f, st, nil
+	var ms *modelStore
+	if ch.redis {
+		o, err := redisOptions(ch.cfg.Redis)
+		if err != nil {
+			return nil, nil, err
+		}
+		// A tool's answers must be current: fail rather than answer
+		// from a stale cache, as a mail server does.
+		o.Logger, o.NoStaleReads = e.log, true
+		if ch.cfg.CacheMB > 0 {
+			o.CacheBytes = int64(ch.cfg.CacheMB) << 20
+		}
+		st, err := redisstore.Open(ctx, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		ms = &modelStore{Store: st, warm: st.WarmInBackground}
+	} else {
+		st, err := badgerstore.Open(ctx, ch.db, badgerstore.Options{Logger: e.log})
+		if err != nil {
+			return nil, nil, storeOpenError(ch.db, err)
+		}
+		ms = &modelStore{Store: st, badger: st, warm: st.WarmInBackground}
+	}
+	f, err := filter.New(ms, cfg)
+	if err != nil {
+		ms.Close()
+		return nil, nil, err
+	}
+	return f, ms, nil
+}
+
+// redisOptions turns [store.redis] into the store's options, reading the
+// password and TLS files.
+func redisOptions(c config.Redis) (redisstore.Options, error) {
+	pass, err := c.LoadPassword()
+	if err != nil {
+		return redisstore.Options{}, err
+	}
+	tc, err := c.LoadTLS()
+	if err != nil {
+		return redisstore.Options{}, err
+	}
+	return redisstore.Options{
+		Addresses:        c.Address,
+		SentinelMaster:   c.SentinelMaster,
+		Username:         c.Username,
+		Password:         pass,
+		SentinelUsername: c.Username,
+		SentinelPassword: pass,
+		TLS:              tc,
+		DB:               c.DB,
+		Prefix:           c.Prefix,
+		ReadTimeout:      c.Timeout.Duration,
+	}, nil
 }
 
 // newProgress returns a progress bar on w counting messages, shown only

@@ -18,6 +18,11 @@
 // PATH is a maildir, an mbox file, a single message file, a directory of
 // message files, or - for standard input. Run "spamtrain CMD -h" for the
 // flags of a command.
+//
+// --db DIR names a Badger store; --redis ADDR (or $SPAMD_REDIS), or a
+// configuration whose [store] backend is redis, names a Redis model,
+// which spamtrain uses directly, beside the running spamd nodes, with the
+// configuration's [store.redis] and [filter] settings (docs/cluster.md).
 package main
 
 import (

@@ -2,7 +2,10 @@ package main
 
 // Badger admits one process per store, so while spamd runs, train,
 // forget, classify and stats go through its control API instead of
-// opening the store. The daemon is found by, in order:
+// opening the store. A Redis model (--redis, $SPAMD_REDIS, or a
+// configuration whose [store] backend is redis) admits any number of
+// processes, and commands use it directly. The daemon is found by, in
+// order:
 //
 //  1. --api ADDR on the command line;
 //  2. $SPAMD_API;
@@ -87,6 +90,11 @@ func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) err
 			return remote(ctx, e, c, args)
 		}
 		db := dbFlag(args)
+		if redisChosen(args, db) {
+			// Redis admits every node and spamtrain at once: no need
+			// of the daemon.
+			return local(ctx, e, args)
+		}
 		if db == "" {
 			if c := findDaemon(ctx, e); c != nil {
 				return remote(ctx, e, c, args)
@@ -148,6 +156,36 @@ func dbFlag(args []string) string {
 		}
 	}
 	return db
+}
+
+// redisChosen reports whether the command line, or else spamd's
+// configuration, names a Redis model: --redis or $SPAMD_REDIS, or, with
+// no --db given, a configuration whose [store] backend is redis.
+func redisChosen(args []string, db string) bool {
+	if peekFlag(args, "redis", os.Getenv("SPAMD_REDIS")) != "" {
+		return true
+	}
+	if db != "" {
+		return false
+	}
+	cfg, found, err := loadConfig(peekFlag(args, "config", ""))
+	return err == nil && found && cfg.Store.Backend == "redis"
+}
+
+// peekFlag returns the value of --name in args, up to a "--", else def.
+func peekFlag(args []string, name, def string) string {
+	v := def
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return v
+		case (a == "--"+name || a == "-"+name) && i+1 < len(args):
+			v = args[i+1]
+		case strings.HasPrefix(a, "--"+name+"=") || strings.HasPrefix(a, "-"+name+"="):
+			_, v, _ = strings.Cut(a, "=")
+		}
+	}
+	return v
 }
 
 // dialDaemon returns a client of the daemon at addr, checking that it

@@ -1,0 +1,181 @@
+-- Shared by every script of spamd's Redis store (package redisstore): the
+-- row encoding and the bucket layout, which Go mirrors in keys.go.
+--
+-- Numbers are Lua's doubles: integers are exact up to 2^53, which bounds
+-- every count, weight and total (MAXEXACT); a script refuses an op that
+-- would pass it, before writing anything of it.
+
+local MAXEXACT = 9007199254740992
+
+-- Globals are looked up through the sandbox's metatable on every use:
+-- what the loops call is made local once.
+local rcall, pcall_, sbyte, ssub, schar, sformat = redis.call, redis.pcall, string.byte, string.sub, string.char, string.format
+local floor, mmin, mmax, tconcat, unpack_ = math.floor, math.min, math.max, table.concat, unpack
+local spack, sunpack = struct.pack, struct.unpack
+
+local P2 = {}
+for i = 0, 40 do P2[i] = 2 ^ i end
+
+-- num formats an integer exactly (tostring would round past 14 digits).
+local function num(x)
+  return sformat('%d', x)
+end
+
+-- fail raises an error the scripts report as the op's failure.
+local function fail(msg)
+  error('spamd: ' .. msg, 0)
+end
+
+-- top32 returns the top 32 bits of a field, a token's 8-byte hash.
+local function top32(f)
+  local a, b, c, d = sbyte(f, 1, 4)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+-- bucket_of returns the number of the bucket that holds field f at level
+-- L with split buckets split: linear hashing on the hash's top bits, the
+-- bucket x of level l numbered 2^l + x.
+local function bucket_of(f, L, split)
+  local t = top32(f)
+  local x = 0
+  if L > 0 then x = floor(t / P2[32 - L]) end
+  if x < split then
+    return P2[L + 1] + floor(t / P2[31 - L])
+  end
+  return P2[L] + x
+end
+
+local function bucket_key(base, id)
+  return base .. 'b:' .. sformat('%x', id)
+end
+
+-- Rows. A row holds per class index a count and a weight; index 2c+1 of
+-- the Lua table is class c's count, 2c+2 its weight.
+--
+-- A row of at most two classes whose counts fit in 3 bytes unsigned and
+-- weights in 3 bytes signed (nearly every row) is a header byte, the
+-- widths of its four values in bytes, 2 bits each, low bits first, then
+-- the values big-endian, zeros taking no byte: struct unpacks and packs
+-- it in one call. Any other row is the byte 255 (a header no row of the
+-- first kind has), then its values as varints: counts unsigned, weights
+-- zigzag, trailing zeros dropped.
+local FMT = {}  -- header → the values' struct format
+for h = 0, 254 do
+  local w0, w1, w2, w3 = h % 4, floor(h / 4) % 4, floor(h / 16) % 4, floor(h / 64)
+  FMT[h] = '>I' .. w0 .. 'i' .. w1 .. 'I' .. w2 .. 'i' .. w3
+end
+
+local function width_u(v)
+  if v == 0 then return 0 elseif v < 256 then return 1 elseif v < 65536 then return 2 elseif v < 16777216 then return 3 end
+  return 4
+end
+
+local function width_s(v)
+  if v == 0 then return 0 elseif v >= -128 and v < 128 then return 1 elseif v >= -32768 and v < 32768 then return 2
+  elseif v >= -8388608 and v < 8388608 then return 3 end
+  return 4
+end
+
+local function decode_row(s)
+  local h = sbyte(s, 1)
+  if h == nil then fail('corrupt row: empty') end
+  if h ~= 255 then
+    local a, b, c, d, pos = sunpack(FMT[h], s, 2)
+    if pos ~= #s + 1 then fail('corrupt row: length') end
+    return {a, b, c, d}
+  end
+  local row = {}
+  local v, mul, k = 0, 1, 0
+  for j = 2, #s do
+    local b = sbyte(s, j)
+    if b >= 128 then
+      v = v + (b - 128) * mul
+      mul = mul * 128
+    else
+      v = v + b * mul
+      if v > 2 * MAXEXACT then fail('corrupt row: value out of range') end
+      k = k + 1
+      if k % 2 == 0 then
+        if v % 2 == 0 then v = v / 2 else v = -(v + 1) / 2 end
+      end
+      row[k] = v
+      v, mul = 0, 1
+    end
+  end
+  if mul ~= 1 then fail('corrupt row: truncated') end
+  return row
+end
+
+local buf = {}
+
+-- encode_row is the inverse of decode_row.
+local function encode_row(row)
+  local n = #row
+  while n > 0 and row[n] == 0 do n = n - 1 end
+  if n <= 4 then
+    local a, b, c, d = row[1] or 0, row[2] or 0, row[3] or 0, row[4] or 0
+    local wa, wb, wc, wd = width_u(a), width_s(b), width_u(c), width_s(d)
+    if wa < 4 and wb < 4 and wc < 4 and wd < 4 then
+      local h = wa + wb * 4 + wc * 16 + wd * 64
+      if h ~= 255 then
+        return schar(h) .. spack(FMT[h], a, b, c, d)
+      end
+    end
+  end
+  local m = 1
+  buf[1] = 255
+  for k = 1, n do
+    local v = row[k]
+    if k % 2 == 0 then
+      if v >= 0 then v = v * 2 else v = -v * 2 - 1 end
+    end
+    while v >= 128 do
+      local b = v % 128
+      m = m + 1
+      buf[m] = b + 128
+      v = (v - b) / 128
+    end
+    m = m + 1
+    buf[m] = v
+  end
+  return schar(unpack_(buf, 1, m))
+end
+
+-- parse_list reads a space-separated list of numbers.
+local function parse_list(s)
+  local t = {}
+  if s then
+    for x in string.gmatch(s, '%S+') do
+      local v = tonumber(x)
+      if v == nil then fail('corrupt totals') end
+      t[#t + 1] = v
+    end
+  end
+  return t
+end
+
+-- format_list writes t[1..n] (nil counting as zero), n being the
+-- largest index set.
+local function format_list(t)
+  local n = 0
+  for i in pairs(t) do
+    if i > n then n = i end
+  end
+  local parts = {}
+  for i = 1, n do parts[i] = num(t[i] or 0) end
+  return table.concat(parts, ' ')
+end
+
+-- hset_all sets field/value pairs in t, a flat list, in calls of a
+-- bounded number of arguments (Lua's unpack takes some thousands).
+local function hset_all(key, t)
+  for i = 1, #t, 1000 do
+    rcall('HSET', key, unpack_(t, i, mmin(i + 999, #t)))
+  end
+end
+
+local function hdel_all(key, t)
+  for i = 1, #t, 1000 do
+    rcall('HDEL', key, unpack_(t, i, mmin(i + 999, #t)))
+  end
+end
