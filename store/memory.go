@@ -1,8 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -408,4 +412,166 @@ func subClamp(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
+}
+
+// Dump calls fn with the header and then user's rows and seen records,
+// sorted, all read under the read lock.
+func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) error {
+	if err := ValidUser(user); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return fmt.Errorf("dump: %w", ErrClosed)
+	}
+	if err := fn(Record{Classes: slices.Clone(m.classes)}); err != nil {
+		return err
+	}
+	mod := m.users[user]
+	if mod == nil {
+		return nil
+	}
+	hashes := slices.Sorted(maps.Keys(mod.rows))
+	for _, h := range hashes {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("dump: %w", err)
+		}
+		if err := fn(Record{Hash: h, Counts: slices.Clone(Counts(mod.row(mod.rows[h])))}); err != nil {
+			return err
+		}
+	}
+	digests := slices.SortedFunc(maps.Keys(mod.seen), func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
+	for _, d := range digests {
+		rec := mod.seen[d]
+		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// steps turns a seen record's steps, by class index, into Steps.
+func (m *Memory) steps(s []int64) []Step {
+	var out []Step
+	for c := 0; 2*c+1 < len(s); c++ {
+		if s[2*c] != 0 || s[2*c+1] != 0 {
+			out = append(out, Step{Class: m.classes[c], Head: s[2*c], Body: s[2*c+1]})
+		}
+	}
+	return out
+}
+
+// Restore builds user's model from the records and puts it in place in
+// one step, under the write lock.
+func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, error)) error {
+	if err := ValidUser(user); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("restore: %w", ErrClosed)
+	}
+	if mod := m.users[user]; mod != nil && (len(mod.rows) > 0 || len(mod.seen) > 0) {
+		return fmt.Errorf("restore %q: %w", user, ErrExists)
+	}
+	var index []int // the store's index of each class of the header
+	mod := &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]seenRec)}
+	for n := 0; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		r, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		switch {
+		case n == 0:
+			if r.Classes == nil {
+				return fmt.Errorf("restore: %w: no header", ErrInconsistent)
+			}
+			for _, c := range r.Classes {
+				if err := ValidClass(c); err != nil {
+					return fmt.Errorf("restore: %w", err)
+				}
+			}
+			// Registering the classes is harmless if the restore fails.
+			for _, c := range r.Classes {
+				index = append(index, m.classIndex(c))
+			}
+			mod.grow(len(m.classes))
+		case r.Counts != nil:
+			if len(r.Counts) > 2*len(index) {
+				return fmt.Errorf("restore: %w: token %x has values of classes the header lacks", ErrInconsistent, r.Hash)
+			}
+			if _, dup := mod.rows[r.Hash]; dup {
+				return fmt.Errorf("restore: %w: token %x twice", ErrInconsistent, r.Hash)
+			}
+			if allZero(r.Counts) {
+				continue
+			}
+			rr := mod.newRow()
+			mod.rows[r.Hash] = rr
+			row := mod.row(rr)
+			for c, i := range index {
+				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
+			}
+		case r.Class != "":
+			if err := ValidClass(r.Class); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+			if _, dup := mod.seen[r.Digest]; dup {
+				return fmt.Errorf("restore: %w: message %x twice", ErrInconsistent, r.Digest)
+			}
+			rec := seenRec{class: m.classIndex(r.Class)}
+			for _, s := range r.Steps {
+				if err := ValidClass(s.Class); err != nil {
+					return fmt.Errorf("restore: %w", err)
+				}
+				c := m.classIndex(s.Class)
+				if need := 2 * (c + 1); len(rec.steps) < need {
+					rec.steps = append(rec.steps, make([]int64, need-len(rec.steps))...)
+				}
+				rec.steps[2*c], rec.steps[2*c+1] = s.Head, s.Body
+			}
+			mod.seen[r.Digest] = rec
+		default:
+			return fmt.Errorf("restore: %w: record %d is neither a token nor a seen record", ErrInconsistent, n)
+		}
+	}
+	mod.grow(len(m.classes))
+	for _, rec := range mod.seen {
+		mod.messages[rec.class]++
+	}
+	for _, r := range mod.rows {
+		row := Counts(mod.row(r))
+		for c := range mod.width / 2 {
+			mod.tokens[c] += row.Count(c)
+		}
+		if countsAny(row) {
+			mod.vocab++
+		}
+	}
+	if len(mod.rows) > 0 || len(mod.seen) > 0 {
+		m.users[user] = mod
+	}
+	return nil
+}
+
+// DeleteUser drops user's model.
+func (m *Memory) DeleteUser(_ context.Context, user string) error {
+	if err := ValidUser(user); err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("delete user: %w", ErrClosed)
+	}
+	delete(m.users, user)
+	return nil
 }

@@ -143,8 +143,41 @@ type Store interface {
 	// token totals agree, returning ErrInconsistent (wrapped, with details)
 	// when they do not.
 	Check(ctx context.Context, user string) error
+	// Dump reads user's model from one consistent snapshot, taken while
+	// training may go on, and calls fn with a header record naming the
+	// classes, then every token row in ascending hash order, then every
+	// seen record in ascending digest order. A user without a model gives
+	// the header alone.
+	Dump(ctx context.Context, user string, fn func(Record) error) error
+	// Restore writes user's model from the records next returns, as Dump
+	// gives them, until it returns io.EOF: a header first, then token
+	// rows and seen records in any order. The totals are recounted from
+	// them. It fails with ErrExists when the store holds a model of user.
+	// A restore is all or nothing: one that fails, or whose process is
+	// killed, leaves no model of user, and while it runs the user has
+	// none either.
+	Restore(ctx context.Context, user string, next func() (Record, error)) error
+	// DeleteUser removes user's model whole. A crash midway leaves it
+	// gone on the next open; deleting a model that does not exist does
+	// nothing.
+	DeleteUser(ctx context.Context, user string) error
 	// Close releases the store.
 	Close() error
+}
+
+// Record is one part of a user's model as Dump reads it and Restore
+// writes it: the header, a token's row or a message's seen record.
+type Record struct {
+	// Classes, in the header, names the classes that the rows and steps
+	// after it are indexed by.
+	Classes []string
+	// Hash and Counts are a token's row, when Counts is not nil.
+	Hash   bow.Hash
+	Counts Counts
+	// Digest, Class and Steps are a seen record, when Class is not "".
+	Digest Digest
+	Class  string
+	Steps  []Step
 }
 
 // Errors a Store returns, to be tested with errors.Is.
@@ -153,6 +186,7 @@ var (
 	ErrInvalidClass = errors.New("invalid class name")
 	ErrInconsistent = errors.New("store is inconsistent")
 	ErrClosed       = errors.New("store is closed")
+	ErrExists       = errors.New("a model of that user exists")
 )
 
 // MaxUserLen is the longest user name accepted.

@@ -192,6 +192,11 @@ type Store struct {
 
 	// wmu serializes Apply and Compact: a single writer never conflicts.
 	wmu     sync.Mutex
+	// busy holds the users whose model a restore or a delete is writing,
+	// which readers see as having none; nBusy counts them.
+	busyMu sync.Mutex
+	busy   map[string]bool
+	nBusy  atomic.Int32
 	classes atomic.Pointer[classList]
 	present *presence // guarded by wmu
 	// txnShare is the share, in percent, of Badger's transaction limits
@@ -298,6 +303,9 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := s.loadMeta(ctx, o); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
 	}
+	if err := s.finishBusy(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+	}
 	if !o.InMemory && o.GCInterval > 0 {
 		s.gcDone.Add(1)
 		go s.gcLoop(o.GCInterval)
@@ -376,6 +384,9 @@ func (s *Store) Totals(ctx context.Context, user string) (store.Totals, error) {
 	}
 	defer s.life.RUnlock()
 	t, ok, gen := s.cache.getTotals(user)
+	if s.isBusy(user) {
+		t, ok = &totals{}, true
+	}
 	if !ok {
 		if err := ctx.Err(); err != nil {
 			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
@@ -433,6 +444,9 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]s
 	// and comes in an array of its own.
 	width := 2 * len(s.classes.Load().names)
 	out := make([]store.Counts, len(hashes))
+	if s.isBusy(user) {
+		return out, nil
+	}
 	miss, old, gen := s.cache.getTokens(user, hashes, out, width)
 	if len(miss) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -589,6 +603,9 @@ func (s *Store) Seen(_ context.Context, user string, d store.Digest) (string, er
 		return "", fmt.Errorf("seen: %w", err)
 	}
 	defer s.life.RUnlock()
+	if s.isBusy(user) {
+		return "", nil
+	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	rec, err := readSeen(txn, user, d, nil)

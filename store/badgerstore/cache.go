@@ -32,6 +32,8 @@ type cache struct {
 	// the hot path. Numbers are never reused while the tokens cached under
 	// them may remain; past maxUserIDs users, both are dropped at once.
 	ids map[string]uint32
+	// next is the number the next user gets.
+	next uint32
 }
 
 // totalsEntryBytes is the rough cost in bytes of a user's cached totals,
@@ -56,14 +58,27 @@ const maxUserIDs = 1 << 16
 func (c *cache) id(user string) uint32 {
 	id, ok := c.ids[user]
 	if !ok {
-		if len(c.ids) >= maxUserIDs {
+		if c.next >= maxUserIDs {
 			clear(c.ids)
 			c.tokens.Reset()
+			c.next = 0
 		}
-		id = uint32(len(c.ids))
+		id = c.next
+		c.next++
 		c.ids[user] = id
 	}
 	return id
+}
+
+// forget drops all it holds of user, whose model was deleted or
+// replaced: the user's tokens go unreachable under a number never given
+// again, and a fill read before is refused.
+func (c *cache) forget(user string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.ids, user)
+	c.totals.Delete(user)
 }
 
 // getTokens sets out[i] to a copy of the cached row of hashes[i] for user

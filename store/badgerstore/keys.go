@@ -20,6 +20,11 @@ const (
 	kindTotals = 'u' // "u" user 0x00: the user's totals (appendTotals)
 	kindToken  = 'r' // "r" user 0x00 hash(8, big-endian): a token's row (appendRow)
 	kindSeen   = 's' // "s" user 0x00 digest(32): class index and steps (appendSeen)
+	// kindBusy marks a user whose model a restore or a delete is
+	// writing: "x" user 0x00, no value. Open finishes a delete it finds
+	// marked and drops a restore, so that either leaves a whole model or
+	// none.
+	kindBusy = 'x'
 	// kindTokenV1 held a token's counts in schema 1 (decodeCountsV1).
 	// Only converting a schema-1 store and Check still read it; a value
 	// of either schema is found under its own kind only, so the two can

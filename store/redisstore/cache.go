@@ -154,6 +154,18 @@ func (c *nodeCache) dropUsersLocked() {
 	}
 }
 
+// forgetUser drops the cache of user, whose model was deleted or
+// replaced whole; a read in flight for it fills nothing, its ticket being
+// for the cache dropped.
+func (c *nodeCache) forgetUser(user string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if uc := c.users[user]; uc != nil {
+		c.regions -= len(uc.regions)
+		delete(c.users, user)
+	}
+}
+
 // resetLocked drops everything.
 func (c *nodeCache) resetLocked() {
 	c.tokens.Reset()

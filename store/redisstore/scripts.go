@@ -21,13 +21,17 @@ var (
 	luaApply string
 	//go:embed lua/register.lua
 	luaRegister string
+	//go:embed lua/commit.lua
+	luaCommit string
+	//go:embed lua/drop.lua
+	luaDrop string
 )
 
 // scripts are the scripts a store runs, each sent once per server with
 // SCRIPT LOAD's hash (EVALSHA) and again whole when a server does not
 // know it yet (after a restart or a failover).
 type scripts struct {
-	lookup, dump, apply, register *rueidis.Lua
+	lookup, dump, apply, register, commit, drop *rueidis.Lua
 }
 
 func newScripts() scripts {
@@ -36,5 +40,7 @@ func newScripts() scripts {
 		dump:     rueidis.NewLuaScriptReadOnly("#!lua flags=no-writes\n" + luaCommon + luaDump),
 		apply:    rueidis.NewLuaScript("#!lua\n" + luaCommon + luaApply),
 		register: rueidis.NewLuaScript("#!lua\n" + luaRegister),
+		commit:   rueidis.NewLuaScript("#!lua\n" + luaCommon + luaCommit),
+		drop:     rueidis.NewLuaScript("#!lua\n" + luaCommon + luaDrop),
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -33,6 +34,9 @@ type Opener func(t *testing.T) store.Store
 func Run(t *testing.T, open Opener) {
 	t.Run("scenarios", func(t *testing.T) { testScenarios(t, open) })
 	t.Run("weights", func(t *testing.T) { testWeights(t, open) })
+	t.Run("dump and restore", func(t *testing.T) { testDumpRestore(t, open) })
+	t.Run("restore refuses and undoes", func(t *testing.T) { testRestoreFails(t, open) })
+	t.Run("delete user", func(t *testing.T) { testDeleteUser(t, open) })
 	t.Run("class order", func(t *testing.T) { testClassOrder(t, open) })
 	t.Run("users are isolated", func(t *testing.T) { testIsolation(t, open) })
 	t.Run("invalid users", func(t *testing.T) { testInvalidUsers(t, open) })
@@ -1022,4 +1026,272 @@ func RandomBag(rng *rand.Rand, n int, vocab uint64) map[bow.Hash]uint32 {
 		bag[bow.Hash(z.Uint64())]++
 	}
 	return bag
+}
+
+// trainSome gives user a model of a few messages in three classes, with
+// steps, one of them relabeled and one forgotten, and returns the ops.
+func trainSome(t *testing.T, s store.Store, user string, seed uint64) []store.Op {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	var ops []store.Op
+	for i := range 40 {
+		head, body := map[bow.Hash]uint32{}, map[bow.Hash]uint32{}
+		for h, n := range RandomBag(rng, 20, 300) {
+			if h%4 == 0 {
+				head[h] = n
+			} else {
+				body[h] = n
+			}
+		}
+		class := []string{"spam", "ham", "news"}[i%3]
+		ops = append(ops, TrainSteps(fmt.Sprint(user, i), class, head, body,
+			store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: rng.Int64N(2000) - 1000},
+			store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000}))
+	}
+	relabel := ops[3]
+	relabel.Class, relabel.Steps = "spam", []store.Step{{Class: "ham", Body: 7}}
+	forget := ops[4]
+	forget.Class = ""
+	ops = append(ops, relabel, forget)
+	if _, err := s.Apply(context.Background(), user, ops); err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// dumped is a dump with rows and steps by class name, so that dumps of
+// stores with other class orders compare.
+type dumped struct {
+	rows map[bow.Hash]map[string][2]int64
+	seen map[store.Digest]string
+	step map[store.Digest]map[string][2]int64
+	keys []string // the order records came in, to check it
+}
+
+func dumpOf(t *testing.T, s store.Store, user string) dumped {
+	t.Helper()
+	d := dumped{rows: map[bow.Hash]map[string][2]int64{}, seen: map[store.Digest]string{}, step: map[store.Digest]map[string][2]int64{}}
+	var classes []string
+	n := 0
+	err := s.Dump(context.Background(), user, func(r store.Record) error {
+		defer func() { n++ }()
+		switch {
+		case n == 0:
+			if r.Classes == nil {
+				t.Fatal("Dump: the first record is no header")
+			}
+			classes = r.Classes
+		case r.Counts != nil:
+			row := map[string][2]int64{}
+			for c, name := range classes {
+				if r.Counts.Count(c) != 0 || r.Counts.Weight(c) != 0 {
+					row[name] = [2]int64{int64(r.Counts.Count(c)), r.Counts.Weight(c)}
+				}
+			}
+			d.rows[r.Hash] = row
+			d.keys = append(d.keys, fmt.Sprintf("1%016x", uint64(r.Hash)))
+		case r.Class != "":
+			d.seen[r.Digest] = r.Class
+			st := map[string][2]int64{}
+			for _, x := range r.Steps {
+				st[x.Class] = [2]int64{x.Head, x.Body}
+			}
+			d.step[r.Digest] = st
+			d.keys = append(d.keys, fmt.Sprintf("2%x", r.Digest))
+		default:
+			t.Errorf("Dump: record %d is empty: %+v", n, r)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Dump(%q): %v", user, err)
+	}
+	if !slices.IsSorted(d.keys) {
+		t.Errorf("Dump(%q): records not in order", user)
+	}
+	return d
+}
+
+// records returns a Restore source that replays s's dump of user, and
+// fails with errAt after n records when n > 0.
+func records(t *testing.T, s store.Store, user string, n int, errAt error) func() (store.Record, error) {
+	t.Helper()
+	var rs []store.Record
+	if err := s.Dump(context.Background(), user, func(r store.Record) error { rs = append(rs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	return func() (store.Record, error) {
+		if n > 0 && i == n {
+			return store.Record{}, errAt
+		}
+		if i == len(rs) {
+			return store.Record{}, io.EOF
+		}
+		i++
+		return rs[i-1], nil
+	}
+}
+
+func equalDumps(t *testing.T, got, want dumped) {
+	t.Helper()
+	if !maps.EqualFunc(got.rows, want.rows, maps.Equal) {
+		t.Errorf("rows differ: %d against %d", len(got.rows), len(want.rows))
+	}
+	if !maps.Equal(got.seen, want.seen) {
+		t.Errorf("seen records differ: %d against %d", len(got.seen), len(want.seen))
+	}
+	if !maps.EqualFunc(got.step, want.step, maps.Equal) {
+		t.Error("steps differ")
+	}
+}
+
+func testDumpRestore(t *testing.T, open Opener) {
+	ctx := context.Background()
+	src := openClosing(t, open)
+	ops := trainSome(t, src, "alice", 1)
+	trainSome(t, src, "", 2)
+	want := dumpOf(t, src, "alice")
+	if len(want.rows) == 0 || len(want.seen) != 39 {
+		t.Fatalf("dump of %d rows and %d seen records", len(want.rows), len(want.seen))
+	}
+	// Every row is what Lookup says.
+	hashes := slices.Sorted(maps.Keys(want.rows))
+	got, err := src.Lookup(ctx, "alice", hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot, _ := src.Totals(ctx, "alice")
+	for i, h := range hashes {
+		for c, name := range tot.Classes {
+			if v := want.rows[h][name]; uint64(v[0]) != got[i].Count(c) || v[1] != got[i].Weight(c) {
+				t.Fatalf("token %x: dump %v, Lookup %v", h, want.rows[h], got[i])
+			}
+		}
+	}
+
+	dst := openClosing(t, open)
+	// Another class order in the store restored into.
+	if _, err := dst.Apply(ctx, "other", []store.Op{Train("x", "news", map[bow.Hash]uint32{1: 1}), Train("y", "ham", map[bow.Hash]uint32{2: 1})}); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if err := dst.Restore(ctx, user, records(t, src, "alice", 0, nil)); err != nil {
+			t.Fatalf("Restore(%q): %v", user, err)
+		}
+		equalDumps(t, dumpOf(t, dst, user), want)
+		a, _ := src.Totals(ctx, "alice")
+		b, _ := dst.Totals(ctx, user)
+		for i, c := range a.Classes {
+			j := b.Index(c)
+			if a.Messages[i] != at(b.Messages, j) || a.Tokens[i] != at(b.Tokens, j) {
+				t.Errorf("%s: class %s: totals %d/%d, restored %d/%d", user, c, a.Messages[i], a.Tokens[i], at(b.Messages, j), at(b.Tokens, j))
+			}
+		}
+		if a.Vocabulary != b.Vocabulary {
+			t.Errorf("%s: vocabulary %d, restored %d", user, a.Vocabulary, b.Vocabulary)
+		}
+		if err := dst.Check(ctx, user); err != nil {
+			t.Errorf("Check(%q) after restore: %v", user, err)
+		}
+		for d, class := range want.seen {
+			if got, err := dst.Seen(ctx, user, d); err != nil || got != class {
+				t.Errorf("Seen(%q, %x) = %q, %v; want %q", user, d, got, err, class)
+			}
+		}
+	}
+	// A restored model trains on as the original would: forgetting a
+	// message takes back its counts and steps exactly in both.
+	forget := ops[0]
+	forget.Class = ""
+	for _, s := range []store.Store{src, dst} {
+		if _, err := s.Apply(ctx, "alice", []store.Op{forget}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	equalDumps(t, dumpOf(t, dst, "alice"), dumpOf(t, src, "alice"))
+	if err := dst.Check(ctx, "alice"); err != nil {
+		t.Error(err)
+	}
+	if users, _ := dst.Users(ctx); !slices.Contains(users, "bob") {
+		t.Errorf("Users = %q after restoring bob", users)
+	}
+}
+
+func testRestoreFails(t *testing.T, open Opener) {
+	ctx := context.Background()
+	src := openClosing(t, open)
+	trainSome(t, src, "alice", 3)
+	dst := openClosing(t, open)
+	boom := errors.New("reader failed")
+	if err := dst.Restore(ctx, "alice", records(t, src, "alice", 25, boom)); !errors.Is(err, boom) {
+		t.Errorf("Restore with a failing reader: %v", err)
+	}
+	Expect(t, dst, "alice", State{Counts: map[bow.Hash]map[string]uint64{}, Seen: map[string]string{"alice0": ""}})
+	if users, _ := dst.Users(ctx); slices.Contains(users, "alice") {
+		t.Errorf("Users = %q after a failed restore", users)
+	}
+	// The failed restore left nothing in the way of the next.
+	if err := dst.Restore(ctx, "alice", records(t, src, "alice", 0, nil)); err != nil {
+		t.Fatalf("Restore after a failed one: %v", err)
+	}
+	equalDumps(t, dumpOf(t, dst, "alice"), dumpOf(t, src, "alice"))
+	if err := dst.Restore(ctx, "alice", records(t, src, "alice", 0, nil)); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Restore over a model: %v, want ErrExists", err)
+	}
+	for _, bad := range []struct {
+		name string
+		recs []store.Record
+	}{
+		{"no header", []store.Record{{Hash: 1, Counts: store.Counts{1}}}},
+		{"token twice", []store.Record{{Classes: []string{"spam"}}, {Hash: 1, Counts: store.Counts{1}}, {Hash: 1, Counts: store.Counts{2}}}},
+		{"class beyond the header", []store.Record{{Classes: []string{"spam"}}, {Hash: 1, Counts: store.Counts{1, 0, 3}}}},
+		{"bad class", []store.Record{{Classes: []string{"Spam!"}}}},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			i := 0
+			err := dst.Restore(ctx, "carol", func() (store.Record, error) {
+				if i == len(bad.recs) {
+					return store.Record{}, io.EOF
+				}
+				i++
+				return bad.recs[i-1], nil
+			})
+			if err == nil {
+				t.Fatal("Restore accepted it")
+			}
+			Expect(t, dst, "carol", State{Counts: map[bow.Hash]map[string]uint64{1: nil}})
+		})
+	}
+}
+
+func testDeleteUser(t *testing.T, open Opener) {
+	ctx := context.Background()
+	s := openClosing(t, open)
+	trainSome(t, s, "alice", 4)
+	trainSome(t, s, "alicia", 5)
+	before := dumpOf(t, s, "alicia")
+	if err := s.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	d := dumpOf(t, s, "alice")
+	if len(d.rows) != 0 || len(d.seen) != 0 {
+		t.Errorf("after DeleteUser, %d rows and %d seen records", len(d.rows), len(d.seen))
+	}
+	Expect(t, s, "alice", State{Counts: map[bow.Hash]map[string]uint64{}, Seen: map[string]string{"alice0": ""}})
+	equalDumps(t, dumpOf(t, s, "alicia"), before)
+	if users, _ := s.Users(ctx); slices.Contains(users, "alice") {
+		t.Errorf("Users = %q after deleting alice", users)
+	}
+	if err := s.DeleteUser(ctx, "nobody"); err != nil {
+		t.Errorf("DeleteUser of no model: %v", err)
+	}
+	// A user deleted trains again from nothing.
+	trainSome(t, s, "alice", 4)
+	if err := s.Check(ctx, "alice"); err != nil {
+		t.Error(err)
+	}
+	if err := s.DeleteUser(ctx, "../x"); !errors.Is(err, store.ErrInvalidUser) {
+		t.Errorf("DeleteUser of a bad name: %v", err)
+	}
 }

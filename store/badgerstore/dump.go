@@ -1,0 +1,377 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+)
+
+// Dump reads user's model from one read-only transaction, so that it is a
+// consistent snapshot while Apply goes on: the header, then the token
+// rows in key order, which is ascending hash order, then the seen records
+// in digest order.
+func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) error) error {
+	if err := store.ValidUser(user); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	defer s.life.RUnlock()
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	// Loaded after the snapshot was taken, so that it names every class
+	// the snapshot refers to.
+	classes := s.classes.Load().names
+	if err := fn(store.Record{Classes: slices.Clone(classes)}); err != nil {
+		return err
+	}
+	if s.isBusy(user) {
+		return nil
+	}
+	var ferr error
+	err := scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
+		row, err := decodeRow(nil, v)
+		if err == nil && len(row) > 2*len(classes) {
+			err = fmt.Errorf("%w: values of unknown classes", store.ErrInconsistent)
+		}
+		if err != nil {
+			ferr = fmt.Errorf("dump %q: token key %x: %w", user, key, err)
+			return false
+		}
+		ferr = fn(store.Record{Hash: bow.Hash(tokenHash(key)), Counts: row})
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) bool {
+		rec, err := decodeSeen(v, nil)
+		if err == nil && (rec.class >= len(classes) || len(rec.steps) > 2*len(classes)) {
+			err = fmt.Errorf("%w: record of unknown classes", store.ErrInconsistent)
+		}
+		if err != nil {
+			ferr = fmt.Errorf("dump %q: seen key %x: %w", user, key, err)
+			return false
+		}
+		r := store.Record{Class: classes[rec.class]}
+		copy(r.Digest[:], key[len(key)-len(r.Digest):])
+		for c := 0; 2*c+1 < len(rec.steps); c++ {
+			if rec.steps[2*c] != 0 || rec.steps[2*c+1] != 0 {
+				r.Steps = append(r.Steps, store.Step{Class: classes[c], Head: rec.steps[2*c], Body: rec.steps[2*c+1]})
+			}
+		}
+		ferr = fn(r)
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// tokenHash returns the hash at the end of a token key.
+func tokenHash(key []byte) uint64 {
+	var h uint64
+	for _, b := range key[len(key)-8:] {
+		h = h<<8 | uint64(b)
+	}
+	return h
+}
+
+// Restore writes user's model under a busy mark: the rows and seen
+// records in write batches, then the totals and the mark's removal in
+// one transaction, so that the model appears whole or not at all. While
+// it runs, readers see no model of user; if it fails, what it wrote is
+// dropped, and if the process dies, the next Open drops it.
+func (s *Store) Restore(ctx context.Context, user string, next func() (store.Record, error)) (err error) {
+	if err := store.ValidUser(user); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer s.life.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if exists, err := s.hasModel(user); err != nil || exists {
+		if err == nil {
+			err = store.ErrExists
+		}
+		return fmt.Errorf("restore %q: %w", user, err)
+	}
+	s.setBusy(user, true)
+	defer s.setBusy(user, false)
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(userPrefix(kindBusy, user), nil) }); err != nil {
+		return fmt.Errorf("restore %q: mark: %w", user, err)
+	}
+	defer func() {
+		s.cache.forget(user)
+		s.present.drop(user)
+		if err != nil {
+			if derr := s.dropUser(user); derr != nil {
+				err = errors.Join(err, fmt.Errorf("drop what was restored (the next open drops it): %w", derr))
+			}
+		}
+	}()
+	tot, err := s.restoreRecords(ctx, user, next)
+	if err != nil {
+		return fmt.Errorf("restore %q: %w", user, err)
+	}
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(totalsKey(user), appendTotals(nil, tot)); err != nil {
+			return err
+		}
+		return txn.Delete(userPrefix(kindBusy, user))
+	})
+	if err != nil {
+		return fmt.Errorf("restore %q: totals: %w", user, err)
+	}
+	return nil
+}
+
+// restoreRecords writes the records next returns and returns the totals
+// they add up to.
+func (s *Store) restoreRecords(ctx context.Context, user string, next func() (store.Record, error)) (*totals, error) {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	var index []int // the store's index of each class of the header
+	tot := &totals{}
+	tokens := make(map[bow.Hash]struct{})
+	seen := make(map[store.Digest]struct{})
+	var buf []byte
+	for n := 0; ; n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		r, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case n == 0:
+			if r.Classes == nil {
+				return nil, fmt.Errorf("%w: no header", store.ErrInconsistent)
+			}
+			cl, err := s.registerNames(r.Classes)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range r.Classes {
+				index = append(index, cl.index[c])
+			}
+			width := len(cl.names)
+			tot.messages, tot.tokens = make([]uint64, width), make([]uint64, width)
+		case r.Counts != nil:
+			if len(r.Counts) > 2*len(index) {
+				return nil, fmt.Errorf("%w: token %x has values of classes the header lacks", store.ErrInconsistent, r.Hash)
+			}
+			if _, dup := tokens[r.Hash]; dup {
+				return nil, fmt.Errorf("%w: token %x twice", store.ErrInconsistent, r.Hash)
+			}
+			tokens[r.Hash] = struct{}{}
+			row := make([]uint64, 2*len(tot.tokens))
+			for c, i := range index {
+				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
+				tot.tokens[i] += r.Counts.Count(c)
+			}
+			if allZero(row) {
+				continue
+			}
+			if rowHasCount(row) {
+				tot.vocabulary++
+			}
+			buf = appendRow(buf[:0], row)
+			if err := wb.Set(appendTokenKey(nil, user, r.Hash), slices.Clone(buf)); err != nil {
+				return nil, err
+			}
+		case r.Class != "":
+			if _, dup := seen[r.Digest]; dup {
+				return nil, fmt.Errorf("%w: message %x twice", store.ErrInconsistent, r.Digest)
+			}
+			seen[r.Digest] = struct{}{}
+			names := append([]string{r.Class}, stepClasses(r.Steps)...)
+			cl, err := s.registerNames(names)
+			if err != nil {
+				return nil, err
+			}
+			rec := seenRec{class: cl.index[r.Class]}
+			for _, st := range r.Steps {
+				c := cl.index[st.Class]
+				if need := 2 * (c + 1); len(rec.steps) < need {
+					rec.steps = append(rec.steps, make([]int64, need-len(rec.steps))...)
+				}
+				rec.steps[2*c], rec.steps[2*c+1] = st.Head, st.Body
+			}
+			for len(tot.messages) <= rec.class {
+				tot.messages, tot.tokens = append(tot.messages, 0), append(tot.tokens, 0)
+			}
+			tot.messages[rec.class]++
+			if err := wb.Set(appendSeenKey(nil, user, r.Digest), appendSeen(nil, rec)); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return nil, err
+	}
+	return tot, nil
+}
+
+// rowHasCount reports whether a row has a non-zero count.
+func rowHasCount(row []uint64) bool {
+	for i := 0; i < len(row); i += 2 {
+		if row[i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func stepClasses(steps []store.Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.Class
+	}
+	return out
+}
+
+// registerNames registers the classes of names not registered yet, after
+// checking them all, and returns the class list that has them.
+func (s *Store) registerNames(names []string) (*classList, error) {
+	for _, c := range names {
+		if err := store.ValidClass(c); err != nil {
+			return nil, err
+		}
+	}
+	ops := make([]store.Op, len(names))
+	for i, c := range names {
+		ops[i].Class = c
+	}
+	return s.register(ops)
+}
+
+// hasModel reports whether user has any key of a model.
+func (s *Store) hasModel(user string) (bool, error) {
+	found := false
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, kind := range []byte{kindTotals, kindToken, kindSeen} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
+			it.Rewind()
+			found = found || it.Valid()
+			it.Close()
+		}
+		return nil
+	})
+	return found, err
+}
+
+// DeleteUser drops user's model under a busy mark, which the next Open
+// finishes if the process dies first.
+func (s *Store) DeleteUser(ctx context.Context, user string) error {
+	if err := store.ValidUser(user); err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	defer s.life.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete user %q: %w", user, err)
+	}
+	s.setBusy(user, true)
+	defer s.setBusy(user, false)
+	defer func() {
+		s.cache.forget(user)
+		s.present.drop(user)
+	}()
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(userPrefix(kindBusy, user), nil) }); err != nil {
+		return fmt.Errorf("delete user %q: mark: %w", user, err)
+	}
+	if err := s.dropUser(user); err != nil {
+		return fmt.Errorf("delete user %q: %w", user, err)
+	}
+	return nil
+}
+
+// dropUser deletes every key of user's model, then the busy mark.
+// Badger's DropPrefix holds writes back while it runs, which Apply,
+// waiting for wmu, does anyway.
+func (s *Store) dropUser(user string) error {
+	if err := s.db.DropPrefix(userPrefix(kindTotals, user), userPrefix(kindToken, user), userPrefix(kindSeen, user), userPrefix(kindTokenV1, user)); err != nil {
+		return err
+	}
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(userPrefix(kindBusy, user)) })
+}
+
+// finishBusy drops the model of every user Open finds marked busy: a
+// restore or a delete that a crash interrupted.
+func (s *Store) finishBusy() error {
+	var users []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindBusy}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) < 2 || k[len(k)-1] != 0 {
+				return fmt.Errorf("%w: malformed busy key %q", store.ErrInconsistent, k)
+			}
+			users = append(users, string(k[1:len(k)-1]))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		s.log.Warn("badgerstore: dropping the model a restore or delete left half written", "user", u, "dir", s.dir)
+		if err := s.dropUser(u); err != nil {
+			return fmt.Errorf("drop %q: %w", u, err)
+		}
+	}
+	return nil
+}
+
+// setBusy hides user's model from readers, or shows it again.
+func (s *Store) setBusy(user string, busy bool) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	if s.busy == nil {
+		s.busy = make(map[string]bool)
+	}
+	if busy {
+		s.busy[user] = true
+	} else {
+		delete(s.busy, user)
+	}
+	s.nBusy.Store(int32(len(s.busy)))
+}
+
+// isBusy reports whether user's model is being restored or deleted; the
+// common case, nothing busy, costs one atomic load.
+func (s *Store) isBusy(user string) bool {
+	if s.nBusy.Load() == 0 {
+		return false
+	}
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	return s.busy[user]
+}
