@@ -76,14 +76,20 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, withUser bool) {
-	fs.StringVar(&m.db, "db", os.Getenv("SPAMD_DB"), "store directory (default $SPAMD_DB)")
-	fs.StringVar(&m.redis, "redis", os.Getenv("SPAMD_REDIS"), "a Redis model's server, or Cluster seeds or Sentinels, comma-separated (default $SPAMD_REDIS; the other [store.redis] settings come from the configuration)")
-	fs.StringVar(&m.cfgPath, "config", "", "spamd's configuration, whose [store] and [filter] a Redis model is used with (default $SPAMD_CONFIG, else "+config.DefaultPath+" if it exists)")
+	m.registerStore(fs)
 	if withUser {
 		fs.StringVar(&m.user, "user", "", "user whose model to use (default: the global model)")
 	}
 	fs.Var(&m.sets, "set", "filter setting KEY=VALUE, repeatable (see 'spamtrain settings')")
 	fs.IntVar(&m.workers, "workers", runtime.GOMAXPROCS(0), "messages parsed in parallel")
+}
+
+// registerStore registers the flags that choose the store alone, for the
+// commands that read or write it without a filter.
+func (m *modelFlags) registerStore(fs *flag.FlagSet) {
+	fs.StringVar(&m.db, "db", os.Getenv("SPAMD_DB"), "store directory (default $SPAMD_DB)")
+	fs.StringVar(&m.redis, "redis", os.Getenv("SPAMD_REDIS"), "a Redis model's server, or Cluster seeds or Sentinels, comma-separated (default $SPAMD_REDIS; the other [store.redis] settings come from the configuration)")
+	fs.StringVar(&m.cfgPath, "config", "", "spamd's configuration, whose [store] and [filter] a Redis model is used with (default $SPAMD_CONFIG, else "+config.DefaultPath+" if it exists)")
 }
 
 // config returns the filter configuration with the --set flags applied.
@@ -216,11 +222,25 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 	if err != nil {
 		return nil, nil, err
 	}
+	ms, err := openStore(ctx, e, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := filter.New(ms, cfg)
+	if err != nil {
+		ms.Close()
+		return nil, nil, err
+	}
+	return f, ms, nil
+}
+
+// openStore opens the store ch names.
+func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error) {
 	var ms *modelStore
 	if ch.redis {
 		o, err := redisOptions(ch.cfg.Redis)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		// A tool's answers must be current: fail rather than answer
 		// from a stale cache, as a mail server does.
@@ -230,22 +250,17 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 		}
 		st, err := redisstore.Open(ctx, o)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ms = &modelStore{Store: st, warm: st.WarmInBackground}
 	} else {
 		st, err := badgerstore.Open(ctx, ch.db, badgerstore.Options{Logger: e.log})
 		if err != nil {
-			return nil, nil, storeOpenError(ch.db, err)
+			return nil, storeOpenError(ch.db, err)
 		}
 		ms = &modelStore{Store: st, badger: st, warm: st.WarmInBackground}
 	}
-	f, err := filter.New(ms, cfg)
-	if err != nil {
-		ms.Close()
-		return nil, nil, err
-	}
-	return f, ms, nil
+	return ms, nil
 }
 
 // redisOptions turns [store.redis] into the store's options, reading the

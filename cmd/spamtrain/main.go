@@ -9,6 +9,9 @@
 //	spamtrain stats    --db DIR [--json]
 //	spamtrain check    --db DIR
 //	spamtrain compact  --db DIR
+//	spamtrain dump     --db DIR [--user NAME]... [-o FILE] [--gzip]
+//	spamtrain restore  --db DIR [--user NAME]... [--as NAME] FILE|-
+//	spamtrain delete-user --db DIR [--global] [NAME...]
 //	spamtrain eval     (--index FILE | --spam PATH... --ham PATH...) [--mode split|cv|online] ...
 //	spamtrain pipe     --db DIR
 //	spamtrain report   --user NAME --spam|--ham [--api ADDR] FILE|-
@@ -57,6 +60,9 @@ var commands = []command{
 	{"stats", "show messages and tokens per class and user", runStats},
 	{"check", "verify that the store's counts agree", runCheck},
 	{"compact", "reclaim disk space of the store", runCompact},
+	{"dump", "write models as portable text, for a backup or a move", runDump},
+	{"restore", "load models from a dump into a store without them", runRestore},
+	{"delete-user", "delete users' models whole", runDeleteUser},
 	{"eval", "measure filter quality on labelled mail", runEval},
 	{"pipe", "train and classify by commands read from standard input", runPipe},
 	{"report", "report a message as spam or ham for a user to the running spamd", runReport},

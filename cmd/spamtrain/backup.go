@@ -1,0 +1,310 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/dump"
+)
+
+// userList is a repeatable --user flag; "" names the global model.
+type userList struct {
+	names []string
+	set   bool
+}
+
+func (u *userList) String() string { return strings.Join(u.names, ",") }
+func (u *userList) Set(v string) error {
+	if err := store.ValidUser(v); err != nil {
+		return err
+	}
+	u.names, u.set = append(u.names, v), true
+	return nil
+}
+
+// wants reports whether the list names user, or is empty (every user).
+func (u *userList) wants(user string) bool { return !u.set || slices.Contains(u.names, user) }
+
+// userName is how output names a user.
+func userName(u string) string {
+	if u == "" {
+		return "(global)"
+	}
+	return u
+}
+
+func runDump(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.registerStore(fs)
+	var users userList
+	fs.Var(&users, "user", "user whose model to dump, repeatable; \"\" is the global model (default: every model)")
+	out := fs.String("o", "-", "file to write, - for standard output; a name ending in .gz is compressed")
+	gz := fs.Bool("gzip", false, "compress with gzip")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: dump takes no arguments (give --user NAME)", errUsage)
+	}
+	ch, err := mf.choose()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, e, ch)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	names := users.names
+	if !users.set {
+		if names, err = st.Users(ctx); err != nil {
+			return err
+		}
+	}
+	return writeDump(*out, *gz, e.stdout, func(w *dump.Writer) error {
+		for _, u := range names {
+			if err := dump.Model(ctx, w, st, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeDump writes a dump with fill to path ("-" for stdout), gzipped if
+// asked or if path ends in .gz. A file is written beside its final name
+// and renamed into place once complete, so that a dump that failed never
+// stands where a good one is expected.
+func writeDump(path string, gz bool, stdout io.Writer, fill func(*dump.Writer) error) (err error) {
+	gz = gz || strings.HasSuffix(path, ".gz")
+	var f *os.File
+	out := stdout
+	if path != "-" {
+		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+		if err != nil {
+			return fmt.Errorf("dump: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				f.Close()
+				os.Remove(f.Name())
+			}
+		}()
+		out = f
+	}
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(out)
+		out = zw
+	}
+	w := dump.NewWriter(out)
+	if err := fill(w); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("dump: %w", err)
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	return nil
+}
+
+func runRestore(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.registerStore(fs)
+	var users userList
+	fs.Var(&users, "user", "restore only this user's model, repeatable; \"\" is the global model (default: every model in the dump)")
+	as := fs.String("as", "", "restore the one model chosen by --user under this user name instead")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: restore reads one dump: FILE, or - for standard input", errUsage)
+	}
+	if *as != "" {
+		if len(users.names) != 1 {
+			return fmt.Errorf("%w: --as renames one model: name it with one --user", errUsage)
+		}
+		if err := store.ValidUser(*as); err != nil {
+			return fmt.Errorf("%w: --as: %v", errUsage, err)
+		}
+	}
+	in, closeIn, err := openInput(fs.Arg(0), e.stdin)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	ch, err := mf.choose()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, e, ch)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return restoreDump(ctx, e.stdout, st, in, &users, *as)
+}
+
+// restoreDump restores the models of the dump in that users wants into
+// st, under the name as when it is not "", printing one line per model.
+// Each model is restored whole or not at all; the first failure ends the
+// restore, and the models restored before it stay.
+func restoreDump(ctx context.Context, out io.Writer, st store.Store, in io.Reader, users *userList, as string) error {
+	r, err := dump.NewReader(in)
+	if err != nil {
+		return err
+	}
+	restored := 0
+	for {
+		user, classes, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !users.wants(user) {
+			if err := r.Skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		target := user
+		if as != "" {
+			target = as
+		}
+		var rows, seen int
+		next := func() (store.Record, error) {
+			if err := ctx.Err(); err != nil {
+				return store.Record{}, err
+			}
+			rec, err := r.Record()
+			switch {
+			case err != nil:
+			case rec.Counts != nil:
+				rows++
+			case rec.Class != "":
+				seen++
+			}
+			return rec, err
+		}
+		if err := st.Restore(ctx, target, next); err != nil {
+			if errors.Is(err, store.ErrExists) {
+				del := "delete-user " + target
+				if target == "" {
+					del = "delete-user --global"
+				}
+				return fmt.Errorf("%s: %w; nothing of it was changed. Delete it first with 'spamtrain %s', or restore it under another name with --user %q --as NEW",
+					userName(target), err, del, user)
+			}
+			return fmt.Errorf("%s: %w; nothing of it was restored", userName(target), err)
+		}
+		restored++
+		fmt.Fprintf(out, "%s: restored %d tokens and %d messages of classes %s\n", userName(target), rows, seen, strings.Join(classes, ", "))
+	}
+	if users.set && restored < len(users.names) {
+		return fmt.Errorf("the dump holds %d of the %d models asked for", restored, len(users.names))
+	}
+	return nil
+}
+
+// openInput opens path for reading, "-" being in.
+func openInput(path string, in io.Reader) (io.Reader, func(), error) {
+	if path == "-" {
+		return in, func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file: give - to read standard input", path)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+func runDeleteUser(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("delete-user", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.registerStore(fs)
+	global := fs.Bool("global", false, "delete the global model too")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	names := fs.Args()
+	if *global {
+		names = append(names, "")
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: name the users whose models to delete (--global for the global model)", errUsage)
+	}
+	for _, u := range names {
+		if err := store.ValidUser(u); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	ch, err := mf.choose()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, e, ch)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return deleteUsers(ctx, e.stdout, st, names)
+}
+
+// deleteUsers deletes the models of names from st, one line for each.
+func deleteUsers(ctx context.Context, out io.Writer, st store.Store, names []string) error {
+	for _, u := range names {
+		t, err := st.Totals(ctx, u)
+		if err != nil {
+			return fmt.Errorf("%s: %w", userName(u), err)
+		}
+		if err := st.DeleteUser(ctx, u); err != nil {
+			return fmt.Errorf("%s: %w", userName(u), err)
+		}
+		var msgs uint64
+		for _, n := range t.Messages {
+			msgs += n
+		}
+		if msgs == 0 && t.Vocabulary == 0 {
+			fmt.Fprintf(out, "%s: no model\n", userName(u))
+			continue
+		}
+		fmt.Fprintf(out, "%s: deleted a model of %d messages and %d tokens\n", userName(u), msgs, t.Vocabulary)
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package dump_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/dump"
+	"github.com/spamd/spamd/store/storetest"
+)
+
+// trained returns a memory store with models of the global user and of
+// alice, relabels and forgets included.
+func trained(t *testing.T) *store.Memory {
+	t.Helper()
+	st := store.NewMemory()
+	for _, user := range []string{"", "alice@example.org"} {
+		rng := rand.New(rand.NewPCG(uint64(len(user)), 1))
+		var ops []store.Op
+		for i := range 30 {
+			head, body := map[bow.Hash]uint32{}, map[bow.Hash]uint32{}
+			for h, n := range storetest.RandomBag(rng, 20, 400) {
+				if h%3 == 0 {
+					head[h] = n
+				} else {
+					body[h] = n
+				}
+			}
+			class := []string{"spam", "ham", "news"}[i%3]
+			ops = append(ops, storetest.TrainSteps(fmt.Sprint(user, i), class, head, body,
+				store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: -rng.Int64N(1000)},
+				store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000}))
+		}
+		relabel := ops[4]
+		relabel.Class = "spam"
+		forget := ops[5]
+		forget.Class = ""
+		if _, err := st.Apply(context.Background(), user, append(ops, relabel, forget)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// dumpAll dumps every user of st.
+func dumpAll(t *testing.T, st store.Store) []byte {
+	t.Helper()
+	ctx := context.Background()
+	users, err := st.Users(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	w := dump.NewWriter(&b)
+	for _, u := range users {
+		if err := dump.Model(ctx, w, st, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// restoreAll restores every section of the dump in data into st.
+func restoreAll(ctx context.Context, st store.Store, data io.Reader) error {
+	r, err := dump.NewReader(data)
+	if err != nil {
+		return err
+	}
+	for {
+		user, _, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.Restore(ctx, user, r.Record); err != nil {
+			return err
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	src := trained(t)
+	first := dumpAll(t, src)
+	if !bytes.HasPrefix(first, []byte("spamd-dump 1\nuser\nclasses spam ham news\nt ")) {
+		t.Fatalf("dump starts %q", first[:min(len(first), 60)])
+	}
+	for _, gz := range []bool{false, true} {
+		t.Run(fmt.Sprint("gzip=", gz), func(t *testing.T) {
+			in := first
+			if gz {
+				var b bytes.Buffer
+				zw := gzip.NewWriter(&b)
+				zw.Write(first)
+				zw.Close()
+				in = b.Bytes()
+			}
+			dst := store.NewMemory()
+			if err := restoreAll(ctx, dst, bytes.NewReader(in)); err != nil {
+				t.Fatal(err)
+			}
+			if second := dumpAll(t, dst); !bytes.Equal(first, second) {
+				t.Errorf("dump → restore → dump differs: %d bytes against %d", len(second), len(first))
+			}
+			for _, u := range []string{"", "alice@example.org"} {
+				if err := dst.Check(ctx, u); err != nil {
+					t.Error(err)
+				}
+				a, _ := src.Totals(ctx, u)
+				b, _ := dst.Totals(ctx, u)
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Errorf("%q: totals %v, restored %v", u, b, a)
+				}
+			}
+		})
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	var b bytes.Buffer
+	w := dump.NewWriter(&b)
+	if err := dump.Model(context.Background(), w, store.NewMemory(), "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const want = "spamd-dump 1\nuser nobody\nclasses\nend tokens=0 seen=0 messages= counts=\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+	r, err := dump.NewReader(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, classes, err := r.Next()
+	if err != nil || user != "nobody" || len(classes) != 0 {
+		t.Fatalf("Next: %q %q %v", user, classes, err)
+	}
+	if err := r.Skip(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last section: %v", err)
+	}
+}
+
+// TestDamaged checks that every kind of damage is refused, and that a
+// restore from a damaged dump leaves no model.
+func TestDamaged(t *testing.T) {
+	good := string(dumpAll(t, trained(t)))
+	lines := strings.SplitAfter(good, "\n")
+	rowLine := lines[3]
+	f := strings.Fields(rowLine)
+	f[2] += "1"
+	edited := strings.Join(f, " ") + "\n"
+	tests := []struct {
+		name string
+		dump string
+		want string
+	}{
+		{"empty", "", "empty"},
+		{"not a dump", "From a@b Mon Jan 1\n", "starts with"},
+		{"later version", "spamd-dump 2\n", "version"},
+		{"cut short", strings.Join(lines[:len(lines)/2], ""), "cut short"},
+		{"cut mid-line", good[:len(good)/2], "line"},
+		{"cut before the end line", strings.Join(lines[:len(lines)-2], ""), "cut short"},
+		{"a row left out", strings.Replace(good, rowLine, "", 1), "damaged"},
+		{"a count edited", strings.Replace(good, rowLine, edited, 1), "damaged"},
+		{"bad user", "spamd-dump 1\nuser ../bob\nclasses spam\nend tokens=0 seen=0 messages=0 counts=0\n", "invalid user"},
+		{"bad class", "spamd-dump 1\nuser\nclasses Spam\n", "invalid class"},
+		{"class twice", "spamd-dump 1\nuser\nclasses spam spam\n", "twice"},
+		{"short row", "spamd-dump 1\nuser\nclasses spam ham\nt 0000000000000001 1 0\n", "fields"},
+		{"bad hash", "spamd-dump 1\nuser\nclasses spam\nt 00000000000000zz 1 0\n", "token"},
+		{"row of zeros", "spamd-dump 1\nuser\nclasses spam\nt 0000000000000001 0 0\n", "zeros"},
+		{"negative count", "spamd-dump 1\nuser\nclasses spam\nt 0000000000000001 -1 0\n", "count"},
+		{"overflow", "spamd-dump 1\nuser\nclasses spam\nt 0000000000000001 18446744073709551615 0\nt 0000000000000002 1 0\n", "overflow"},
+		{"unknown class", "spamd-dump 1\nuser\nclasses spam\ns " + strings.Repeat("ab", 32) + " ham\n", "not one of"},
+		{"short digest", "spamd-dump 1\nuser\nclasses spam\ns abab spam\n", "hex digits"},
+		{"bad step", "spamd-dump 1\nuser\nclasses spam\ns " + strings.Repeat("ab", 32) + " spam spam x 1\n", "step"},
+		{"unknown record", "spamd-dump 1\nuser\nclasses spam\nx 1\n", "no record"},
+		{"no user line", "spamd-dump 1\nclasses spam\n", "user line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := store.NewMemory()
+			err := restoreAll(context.Background(), st, strings.NewReader(tt.dump))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tt.want)
+			}
+			if !errors.Is(err, dump.ErrFormat) {
+				t.Errorf("%v is not ErrFormat", err)
+			}
+			// Each section is restored whole or not at all, so what the
+			// store holds after the refusal is consistent.
+			for _, u := range []string{"", "alice@example.org"} {
+				if err := st.Check(context.Background(), u); err != nil {
+					t.Errorf("%q after a refused restore: %v", u, err)
+				}
+			}
+		})
+	}
+}
+
+func TestWriterRefuses(t *testing.T) {
+	w := dump.NewWriter(io.Discard)
+	if err := w.Write(store.Record{Class: "spam"}); err == nil {
+		t.Error("Write outside a section")
+	}
+	if err := w.Begin("../x", nil); err == nil {
+		t.Error("Begin with an invalid user")
+	}
+	if err := w.Begin("a", []string{"spam"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(store.Record{Class: "ham"}); err == nil {
+		t.Error("a seen record of a class not in the section")
+	}
+	if err := w.Write(store.Record{Counts: store.Counts{1, 0, 2, 0}}); err == nil {
+		t.Error("a row with more classes than the section")
+	}
+	if err := w.Close(); err == nil {
+		t.Error("Close inside a section")
+	}
+}
+
+// FuzzReader checks that no input panics the reader, and that what it
+// accepts writes back to a dump it reads the same way.
+func FuzzReader(f *testing.F) {
+	var good bytes.Buffer
+	st := store.NewMemory()
+	op := storetest.TrainSteps("m", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{7: 1}, store.Step{Class: "spam", Head: 5, Body: -3})
+	st.Apply(context.Background(), "u", []store.Op{op})
+	w := dump.NewWriter(&good)
+	dump.Model(context.Background(), w, st, "u")
+	w.Close()
+	f.Add(good.Bytes())
+	f.Add([]byte("spamd-dump 1\nuser\nclasses spam ham\nend tokens=0 seen=0 messages=0,0 counts=0,0\n"))
+	f.Add([]byte("spamd-dump 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, ok := readBack(data)
+		if !ok {
+			return
+		}
+		second, ok := readBack(first)
+		if !ok || !bytes.Equal(first, second) {
+			t.Fatalf("accepted %q, wrote %q, which reads back as %q", data, first, second)
+		}
+	})
+}
+
+// readBack reads every section of data and writes what it read as a new
+// dump.
+func readBack(data []byte) ([]byte, bool) {
+	r, err := dump.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, false
+	}
+	var out bytes.Buffer
+	w := dump.NewWriter(&out)
+	for {
+		user, classes, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, false
+		}
+		if err := w.Begin(user, classes); err != nil {
+			return nil, false
+		}
+		if _, err := r.Record(); err != nil { // the header
+			return nil, false
+		}
+		for {
+			rec, err := r.Record()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, false
+			}
+			if err := w.Write(rec); err != nil {
+				return nil, false
+			}
+		}
+		if err := w.End(); err != nil {
+			return nil, false
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, false
+	}
+	return out.Bytes(), true
+}
