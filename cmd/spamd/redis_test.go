@@ -14,7 +14,7 @@ import (
 )
 
 // outage is how long TestRedisNodes keeps Redis down.
-const outage = 3 * time.Second
+const outage = 10 * time.Second
 
 // redisNode runs a spamd node on the Redis server at addr, with its
 // sockets and report queue in a directory of its own, and returns its
