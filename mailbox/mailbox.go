@@ -142,6 +142,10 @@ func (w *walker) source(src, label string) error {
 		return err
 	}
 	switch {
+	case !fi.IsDir() && !fi.Mode().IsRegular():
+		// Opening a FIFO waits for a writer and a device may never
+		// end: only "-" reads a stream, where that is what is asked.
+		return fmt.Errorf("%w: %s is a %s; to read it, give - and redirect it to standard input", ErrNotRegular, src, fileKind(fi.Mode()))
 	case !fi.IsDir():
 		return w.file(src, label)
 	case isMaildir(src):
@@ -289,6 +293,25 @@ func (w *walker) dir(dir, label string) error {
 		}
 	}
 	return nil
+}
+
+// ErrNotRegular is wrapped by the error of a source that is neither a
+// directory nor a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// fileKind names the kind of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // regular reports whether a directory entry is, or links to, a regular

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -253,6 +254,20 @@ func TestWalkErrors(t *testing.T) {
 		err := Walk(context.Background(), filepath.Join(dir, "nope"), Options{}, func(Message) error { return nil })
 		if !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("err %v, want fs.ErrNotExist", err)
+		}
+	})
+	t.Run("not regular", func(t *testing.T) {
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Opening the FIFO would wait for a writer forever: the walk
+		// must refuse it without opening it.
+		for src, kind := range map[string]string{fifo: "named pipe", "/dev/zero": "character device"} {
+			err := Walk(context.Background(), src, Options{}, func(Message) error { return nil })
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), kind) || !strings.Contains(err.Error(), "give -") {
+				t.Errorf("%s: err %v, want ErrNotRegular naming a %s", src, err, kind)
+			}
 		}
 	})
 }

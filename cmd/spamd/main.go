@@ -4,6 +4,7 @@
 // Usage:
 //
 //	spamd [--config FILE] [--db DIR] [--milter ADDR] [--api ADDR]
+//	spamd --version
 //
 // The configuration is FILE, else $SPAMD_CONFIG, else
 // /etc/spamd/config.toml if it exists, else the built-in defaults: the
@@ -28,6 +29,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spamd/spamd/internal/version"
 )
 
 // options are the command line.
@@ -35,6 +38,7 @@ type options struct {
 	config      string
 	db          string
 	milter, api string
+	version     bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -45,6 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.db, "db", "", "store directory (overrides [store] dir)")
 	fs.StringVar(&o.milter, "milter", "", "milter address, tcp://HOST:PORT or unix:/PATH (overrides [milter] listen)")
 	fs.StringVar(&o.api, "api", "", "control API address, unix:/PATH or tcp://HOST:PORT (overrides [api] socket or tcp)")
+	fs.BoolVar(&o.version, "version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -62,6 +67,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spamd: %v\n", err)
 		os.Exit(2)
+	}
+	if o.version {
+		fmt.Println("spamd", version.String())
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

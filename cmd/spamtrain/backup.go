@@ -52,7 +52,7 @@ func runDump(ctx context.Context, e *env, args []string) error {
 	out := fs.String("o", "-", "file to write, - for standard output; a name ending in .gz is compressed")
 	gz := fs.Bool("gzip", false, "compress with gzip")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: dump takes no arguments (give --user NAME)", errUsage)
@@ -144,7 +144,7 @@ func runRestore(ctx context.Context, e *env, args []string) error {
 	fs.Var(&users, "user", "restore only this user's model, repeatable; \"\" is the global model (default: every model in the dump)")
 	as := fs.String("as", "", "restore the one model chosen by --user under this user name instead")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: restore reads one dump: FILE, or - for standard input", errUsage)
@@ -260,7 +260,7 @@ func runDeleteUser(ctx context.Context, e *env, args []string) error {
 	mf.registerStore(fs)
 	global := fs.Bool("global", false, "delete the global model too")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	names := fs.Args()
 	if *global {

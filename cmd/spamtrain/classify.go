@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/nb"
@@ -61,7 +62,7 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	top := fs.Int("top", 10, "features listed toward each side with -v")
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, usageError(err)
 	}
 	if fs.NArg() == 0 {
 		return nil, fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
@@ -80,12 +81,23 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 type printer struct {
 	e      *env
 	asJSON bool
+	mu     sync.Mutex // the walk reports unreadable files from its own goroutine
 	failed int
+}
+
+// unreadable reports a file or source the walk could not read.
+func (p *printer) unreadable(path string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failed++
+	fmt.Fprintf(p.e.stderr, "%s: %v\n", path, err)
 }
 
 // fail reports a message that could not be classified.
 func (p *printer) fail(path, why string) error {
+	p.mu.Lock()
 	p.failed++
+	p.mu.Unlock()
 	fmt.Fprintf(p.e.stderr, "%s: %s\n", path, why)
 	if !p.asJSON {
 		return nil
@@ -109,7 +121,7 @@ func (p *printer) err(runErr, walkErr error) error {
 	case walkErr != nil:
 		return walkErr
 	case p.failed > 0:
-		return fmt.Errorf("%d messages could not be classified (see errors above)", p.failed)
+		return fmt.Errorf("%d messages or sources could not be read or classified (see errors above)", p.failed)
 	}
 	return nil
 }
@@ -130,9 +142,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	defer st.WarmInBackground(ctx, slices.Compact([]string{"", a.mf.user})...)()
 
 	pr := &printer{e: e, asJSON: a.asJSON}
-	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {
-		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
-	})
+	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	err = prepareAll(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) error {
 		if it.err != nil {
 			return pr.fail(it.msg.Path, it.err.Error())

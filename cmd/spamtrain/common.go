@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -166,7 +167,7 @@ type storeChoice struct {
 
 // choose decides the store: --redis (or $SPAMD_REDIS) names a Redis
 // model, --db (or $SPAMD_DB) a Badger one; with neither, the [store] of
-// spamd's configuration, if it is a Redis one.
+// spamd's configuration.
 func (m *modelFlags) choose() (storeChoice, error) {
 	if m.redis == "" && m.db != "" {
 		return storeChoice{db: m.db}, nil
@@ -181,8 +182,16 @@ func (m *modelFlags) choose() (storeChoice, error) {
 		if err := cfg.Validate(); err != nil {
 			return storeChoice{}, fmt.Errorf("%w: --redis: %v", errUsage, err)
 		}
-	} else if !found || cfg.Store.Backend != "redis" {
-		return storeChoice{}, fmt.Errorf("%w: no store: give --db DIR (or set SPAMD_DB) for a Badger store, --redis ADDR (or SPAMD_REDIS) for a Redis one, or a configuration whose [store] backend is redis", errUsage)
+	} else if !found {
+		return storeChoice{}, fmt.Errorf("%w: no store: give --db DIR (or set SPAMD_DB) for a Badger store, --redis ADDR (or SPAMD_REDIS) for a Redis one, or spamd's configuration with --config FILE (or SPAMD_CONFIG; %s is read when it exists)", errUsage, config.DefaultPath)
+	} else if cfg.Store.Backend != "redis" {
+		// The store spamd's configuration names, as spamd finds it;
+		// spamd creates it, owned by its own user, so a command run
+		// before must not.
+		if _, err := os.Stat(filepath.Join(cfg.Store.Dir, "MANIFEST")); err != nil {
+			return storeChoice{}, fmt.Errorf("%w: no store: spamd's configuration names the store %s, which does not exist yet (spamd creates it when it starts); give --db DIR (or set SPAMD_DB) to use another", errUsage, cfg.Store.Dir)
+		}
+		return storeChoice{db: cfg.Store.Dir}, nil
 	}
 	return storeChoice{redis: true, cfg: cfg.Store, filter: cfg.Filter}, nil
 }

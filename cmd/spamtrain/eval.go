@@ -52,7 +52,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	attack := fs.String("attack", "", "split: add words to every spam tested: goodwords:N (the model's most hammy) or hamwords:N (common ham words at random)")
 	fs.StringVar(&o.Attack.Out, "attack-out", "", "with --attack and --index: write the attacked corpus and its index here")
 	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())

@@ -31,12 +31,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/spamd/spamd/internal/version"
 )
 
 // command is one subcommand.
@@ -73,6 +77,15 @@ var commands = []command{
 // errUsage marks an error in the command line, answered with exit status 2.
 var errUsage = errors.New("usage")
 
+// usageError is the error of a command line its flag set refused; -h
+// stays flag.ErrHelp, which is no error.
+func usageError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
 func main() {
 	e := &env{
 		stdin:  os.Stdin,
@@ -82,11 +95,36 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, e, os.Args[1:]))
+	go func() {
+		// A command told to stop returns at its next check of ctx; one
+		// blocked in a read that ctx cannot reach (a terminal, a pipe)
+		// is ended here, since the store is safe against a kill anyway.
+		<-ctx.Done()
+		time.Sleep(interruptGrace)
+		fmt.Fprintln(e.stderr, "spamtrain: interrupted")
+		os.Exit(exitInterrupted)
+	}()
+	code := run(ctx, e, os.Args[1:])
+	if ctx.Err() != nil && code != 0 {
+		code = exitInterrupted
+	}
+	os.Exit(code)
 }
+
+// interruptGrace is how long a command has to stop cleanly after SIGINT
+// or SIGTERM before the process exits anyway.
+const interruptGrace = 800 * time.Millisecond
+
+// exitInterrupted is the exit status of a command stopped by a signal, as
+// a shell reports one stopped by SIGINT.
+const exitInterrupted = 130
 
 // run dispatches args to a command and returns the exit status.
 func run(ctx context.Context, e *env, args []string) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprintln(e.stdout, "spamtrain", version.String())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.stderr)
 		if len(args) == 0 {
@@ -100,7 +138,8 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		err := c.run(ctx, e, args[1:])
 		switch {
-		case err == nil:
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			// -h printed the command's flags: what was asked.
 			return 0
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(e.stderr, "spamtrain %s: %v\n", c.name, err)
@@ -118,7 +157,7 @@ func run(ctx context.Context, e *env, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: spamtrain COMMAND [flags]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.usage)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.usage)
 	}
-	fmt.Fprintln(w, "\nRun 'spamtrain COMMAND -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'spamtrain COMMAND -h' for the flags of a command, 'spamtrain --version' for the build.")
 }

@@ -36,7 +36,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	mf.register(fs, false)
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
@@ -97,7 +97,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	var mf modelFlags
 	mf.register(fs, false)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
@@ -133,7 +133,7 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 	var mf modelFlags
 	mf.register(fs, false)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
@@ -150,7 +150,12 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 }
 
 func runSettings(_ context.Context, e *env, args []string) error {
-	if len(args) > 0 {
+	fs := flag.NewFlagSet("settings", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	if err := fs.Parse(args); err != nil {
+		return usageError(err)
+	}
+	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: settings takes no arguments", errUsage)
 	}
 	cfg := filter.DefaultConfig()

@@ -29,7 +29,7 @@ func runPipe(ctx context.Context, e *env, args []string) error {
 	var mf modelFlags
 	mf.register(fs, true)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	f, st, err := mf.open(ctx, e)
 	if err != nil {

@@ -262,7 +262,10 @@ func remoteTrainOrForget(ctx context.Context, e *env, c *control.Client, args []
 	} else {
 		fmt.Fprintf(e.stdout, "train: %s\n", t)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return t.err()
 }
 
 // trainRemote sends every message of sources to the daemon to be trained
@@ -322,15 +325,13 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
-	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, func(path string, err error) {
-		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
-	})
+	pr := &printer{e: e, asJSON: a.asJSON}
+	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	type answer struct {
 		path string
 		v    control.Verdict
 		err  error
 	}
-	pr := &printer{e: e, asJSON: a.asJSON}
 	// Requests run side by side; answers are printed in order.
 	err = parallel.Map(ctx, a.mf.workers, in, func(it item) answer {
 		v, err := c.Classify(ctx, a.mf.user, it.msg.Raw, a.explain)
@@ -370,7 +371,7 @@ func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) 
 	rf.register(fs, false)
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if err := checkRemote(&rf); err != nil {
 		return err

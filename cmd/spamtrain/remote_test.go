@@ -230,7 +230,7 @@ func TestFindingTheDaemon(t *testing.T) {
 		{"--api that does not answer", func(t *testing.T, d daemon) []string {
 			return []string{"--api", "unix:/nonexistent.sock"}
 		}, 1, "no spamd answers at unix:/nonexistent.sock"},
-		{"no daemon and no store", func(t *testing.T, d daemon) []string { return nil }, 2, "no store: give --db DIR"},
+		{"no daemon and no store", func(t *testing.T, d daemon) []string { return nil }, 2, "no store: spamd's configuration names the store"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			isolate(t)

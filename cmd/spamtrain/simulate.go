@@ -32,7 +32,7 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	window := fs.Int("window", 100, "messages per point of the learning curves")
 	plots := fs.String("plots", "", "directory to draw each user's learning curves in (NAME.png and NAME.svg)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if *index == "" || fs.NArg() > 0 {
 		return fmt.Errorf("%w: give the corpus with --index FILE", errUsage)

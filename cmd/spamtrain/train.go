@@ -41,9 +41,11 @@ func walkSources(ctx context.Context, e *env, sources []source, recursive bool, 
 		defer close(ch)
 		o := mailbox.Options{Recursive: recursive, Stdin: e.stdin, OnError: onErr}
 		for _, s := range sources {
+			n := 0
 			err := mailbox.Walk(ctx, s.path, o, func(m mailbox.Message) error {
 				select {
 				case ch <- item{msg: m, src: s}:
+					n++
 					return nil
 				case <-ctx.Done():
 					return ctx.Err()
@@ -53,9 +55,22 @@ func walkSources(ctx context.Context, e *env, sources []source, recursive bool, 
 				walkErr = err
 				return
 			}
+			if n == 0 {
+				// Most likely a directory of folders without
+				// --recursive, or the wrong path: no success.
+				onErr(s.path, errNoMessages(recursive))
+			}
 		}
 	}()
 	return ch, func() error { <-done; return walkErr }
+}
+
+// errNoMessages is the error of a source that holds no message.
+func errNoMessages(recursive bool) error {
+	if recursive {
+		return errors.New("no messages found")
+	}
+	return errors.New("no messages found (subfolders and subdirectories are read with --recursive)")
 }
 
 // prepareAll prepares the messages of in on workers goroutines and hands
@@ -102,6 +117,15 @@ func (t *tally) count(class string, changed bool, prev string) {
 	default:
 		t.learned++
 	}
+}
+
+// err is the error a run that ended well otherwise ends with: one when
+// some messages could not be read or parsed.
+func (t *tally) err() error {
+	if t.skipped == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d messages or sources could not be read or parsed (see errors above); the rest were done", t.skipped)
 }
 
 func (t *tally) String() string {
@@ -219,7 +243,7 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
 	fs.IntVar(&a.batch, "batch", 256, "messages written per transaction (or sent to spamd per request)")
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, usageError(err)
 	}
 	a.batch = max(1, a.batch)
 	if forget {
@@ -290,5 +314,8 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 	} else {
 		fmt.Fprintf(e.stdout, "train: %s\n", t)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return t.err()
 }
