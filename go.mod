@@ -2,6 +2,9 @@ module github.com/spamd/spamd
 
 go 1.26.8
 
+// go-milter with spamd's patch: third_party/go-milter/SPAMD-PATCH.md.
+replace github.com/emersion/go-milter => ./third_party/go-milter
+
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/blevesearch/snowballstem v0.9.0
