@@ -49,6 +49,7 @@ func TestDigestInvariance(t *testing.T) {
 			return append([]byte("From MAILER-DAEMON Mon Jan  1 00:00:00 2024\n"), skipFromLine(b)...)
 		}},
 		{"trace fields", func(b []byte) []byte { return prependTrace(skipFromLine(b)) }},
+		{"byte order mark", func(b []byte) []byte { return append([]byte(bom), b...) }},
 		{"all of them", func(b []byte) []byte {
 			return toCRLF(append([]byte("From x@example.com Mon Jan  1 00:00:00 2024\n"), prependTrace(skipFromLine(b))...))
 		}},

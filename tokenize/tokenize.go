@@ -219,9 +219,14 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 	return res, nil
 }
 
-// skipFromLine drops the mbox "From " separator line an mbox file puts
-// before each message.
+// bom is the UTF-8 byte order mark some editors and Windows tools put at
+// the start of a file: not part of the message.
+const bom = "\xef\xbb\xbf"
+
+// skipFromLine drops a byte order mark and the mbox "From " separator line
+// an mbox file puts before each message.
 func skipFromLine(raw []byte) []byte {
+	raw = bytes.TrimPrefix(raw, []byte(bom))
 	if !bytes.HasPrefix(raw, []byte("From ")) {
 		return raw
 	}

@@ -524,6 +524,9 @@ func TestMalformed(t *testing.T) {
 		{"header only", []byte("Subject: hi"), false},
 		{"bad line ends header", []byte("Subject: hi there\nthis line has no colon\nbody words\n"), false},
 		{"space before colon", []byte("Subject : spaced\n\nbody"), false},
+		{"byte order mark", []byte("\xef\xbb\xbfSubject: hi\r\n\r\nbody"), false},
+		{"byte order mark and from line", []byte("\xef\xbb\xbfFrom a Mon Jan 1 00:00:00 2002\nSubject: hi\n\nbody"), false},
+		{"only a byte order mark", []byte("\xef\xbb\xbf"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
