@@ -206,6 +206,26 @@ type Milter struct {
 	// Explain is how many tokens toward each side X-Spamd-Result lists; 0
 	// lists none.
 	Explain int `toml:"explain"`
+	// MessageTimeout is the longest one message may take, from its first
+	// command (MAIL) to its end; past it the connection is closed, logged,
+	// and the MTA applies its own failure action (Postfix's
+	// milter_default_action).
+	MessageTimeout Duration `toml:"message_timeout"`
+	// MaxConnections bounds the MTA connections open at once; one more is
+	// closed at once, logged.
+	MaxConnections int `toml:"max_connections"`
+	// MaxHeaderBytes bounds the header of one message, in bytes (each
+	// field's name and value plus 4). Past it the rest of the header is
+	// only counted and the message is rejected at its end (552 5.6.0).
+	MaxHeaderBytes int64 `toml:"max_header_bytes"`
+	// MaxConnectionHeaderBytes bounds the header bytes of all the messages
+	// of one connection; past it the connection is closed, logged.
+	MaxConnectionHeaderBytes int64 `toml:"max_connection_header_bytes"`
+	// MaxSpoofedHeaders bounds the incoming X-Spam-* and X-Spamd-* fields
+	// of one message, which the milter removes one by one; a message with
+	// more is rejected at its end (552 5.6.0), since they could not all be
+	// removed.
+	MaxSpoofedHeaders int `toml:"max_spoofed_headers"`
 }
 
 // Actions says what the milter does with a verdict. Headers are added to
@@ -364,6 +384,12 @@ func Default(getenv func(string) string) Config {
 			SkipAuthenticated: true,
 			TrustedNetworks:   []netip.Prefix{},
 			Explain:           3,
+
+			MessageTimeout:           Duration{30 * time.Minute},
+			MaxConnections:           256,
+			MaxHeaderBytes:           1 << 20,
+			MaxConnectionHeaderBytes: 256 << 20,
+			MaxSpoofedHeaders:        100,
 		},
 		Actions: Actions{
 			RejectScore:  10,
@@ -478,7 +504,8 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		d   Duration
-	}{{"milter.read_timeout", m.ReadTimeout}, {"milter.write_timeout", m.WriteTimeout}, {"milter.shutdown_timeout", m.ShutdownTimeout}} {
+	}{{"milter.read_timeout", m.ReadTimeout}, {"milter.write_timeout", m.WriteTimeout}, {"milter.shutdown_timeout", m.ShutdownTimeout},
+		{"milter.message_timeout", m.MessageTimeout}} {
 		if d.d.Duration <= 0 {
 			return bad(d.key, "must be positive, not %v", d.d)
 		}
@@ -494,6 +521,18 @@ func (c Config) Validate() error {
 	}
 	if m.Explain < 0 || m.Explain > 10 {
 		return bad("milter.explain", "must be 0 to 10, not %d", m.Explain)
+	}
+	if m.MaxConnections < 1 {
+		return bad("milter.max_connections", "must be at least 1, not %d", m.MaxConnections)
+	}
+	if m.MaxHeaderBytes < 1024 {
+		return bad("milter.max_header_bytes", "must be at least 1024, not %d", m.MaxHeaderBytes)
+	}
+	if m.MaxConnectionHeaderBytes < m.MaxHeaderBytes {
+		return bad("milter.max_connection_header_bytes", "must be at least milter.max_header_bytes (%d), not %d", m.MaxHeaderBytes, m.MaxConnectionHeaderBytes)
+	}
+	if m.MaxSpoofedHeaders < 10 {
+		return bad("milter.max_spoofed_headers", "must be at least 10, not %d", m.MaxSpoofedHeaders)
 	}
 	a := c.Actions
 	if err := replyText(a.SubjectTag); err != nil {

@@ -1,7 +1,9 @@
 package milter
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -11,23 +13,42 @@ import (
 	"time"
 )
 
-// conn is one MTA connection: a net.Conn that puts a deadline on every
-// read and write, knows whether a message is in flight, and holds what the
-// MTA said about the SMTP client, which every message of the connection
+// conn is one MTA connection: a net.Conn that bounds the time each
+// command and each message may take and the header bytes the connection
+// may send, knows whether a message is in flight, and holds what the MTA
+// said about the SMTP client, which every message of the connection
 // shares.
 type conn struct {
 	net.Conn
-	srv         *Server
-	id          uint64
-	read, write time.Duration
+	srv   *Server
+	id    uint64
+	write time.Duration
+	// Limits read when the connection was accepted.
+	read, message time.Duration
+	maxHeader     int64 // header bytes of the whole connection
 
-	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	closed    atomic.Bool // closed by us: reads end quietly
+	// limited says why the connection was closed over a limit, for Close
+	// not to count it a second time.
+	limited atomic.Bool
 
 	mu       sync.Mutex
-	busy     bool // a message is in flight
-	draining bool // close as soon as no message is in flight
+	busy     bool      // a message is in flight
+	draining bool      // close as soon as no message is in flight
+	started  time.Time // when the message in flight began
+
+	// The framing of the command being read, seen as go-milter reads it:
+	// each command is a 4-byte length and that many bytes. Used by the
+	// session goroutine only (Read).
+	lenBuf  [4]byte
+	lenN    int
+	left    uint32
+	waiting time.Time // when the wait for the current command began; zero between commands
+
+	// headerBytes counts the header bytes of every message so far; used
+	// by the session goroutine only.
+	headerBytes int64
 
 	// Set by the session goroutine at connect, read by its messages;
 	// broken says why every message gets the failure action.
@@ -42,20 +63,31 @@ type conn struct {
 	pending []byte
 }
 
-// Read reads with the read deadline. A deadline passing is logged and
-// counted here, and reported to go-milter as the end of the stream.
+// Read reads with a deadline: the whole of a command must arrive within
+// the read timeout of the moment the milter began waiting for it, however
+// its bytes trickle in, and a message must end within the message timeout
+// of its start. A deadline passing is logged and counted here, and
+// reported to go-milter as the end of the stream.
 func (c *conn) Read(b []byte) (int, error) {
 	if c.closed.Load() {
 		return 0, io.EOF
 	}
+	now := time.Now()
+	if c.waiting.IsZero() {
+		c.waiting = now
+	}
 	// The deadline is set under mu so that drain cannot shorten it between
 	// the check and the setting.
 	c.mu.Lock()
-	wait := c.read
-	if c.draining && !c.busy {
-		wait = drainGrace
+	deadline, why := c.waiting.Add(c.read), "command"
+	if c.busy {
+		if d := c.started.Add(c.message); d.Before(deadline) {
+			deadline, why = d, "message"
+		}
+	} else if c.draining {
+		deadline, why = now.Add(drainGrace), "drain"
 	}
-	err := c.Conn.SetReadDeadline(time.Now().Add(wait))
+	err := c.Conn.SetReadDeadline(deadline)
 	c.mu.Unlock()
 	if err != nil {
 		if c.closed.Load() {
@@ -64,22 +96,81 @@ func (c *conn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
+	c.frame(b[:n])
 	if err == nil {
 		return n, nil
 	}
 	if c.closed.Load() {
 		return n, io.EOF
 	}
-	if c.idle() && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, io.EOF // drained: the MTA had nothing more to send
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case c.idle():
+		return n, io.EOF // drained: the MTA had nothing more to send
+	case why == "message":
+		c.overLimit(fmt.Sprintf("the message did not end within message_timeout (%v)", c.message))
+	case c.lenN > 0 || c.left > 0:
+		c.srv.log.Warn("milter: a command did not arrive whole within the read timeout; closing the connection",
+			"conn", c.id, "timeout", c.read, "in_message", c.inMessage())
+		c.srv.obs.Error("timeout")
+	default:
 		c.srv.log.Warn("milter: the MTA sent nothing within the read timeout; closing the connection",
 			"conn", c.id, "timeout", c.read, "in_message", c.inMessage())
 		c.srv.obs.Error("timeout")
-		return n, io.EOF
 	}
-	return n, err
+	return n, io.EOF
+}
+
+// frame follows the commands through the bytes read: when one is
+// complete, the wait for the next begins with the next read.
+func (c *conn) frame(b []byte) {
+	for len(b) > 0 {
+		if c.left == 0 {
+			k := copy(c.lenBuf[c.lenN:], b)
+			c.lenN += k
+			b = b[k:]
+			if c.lenN < len(c.lenBuf) {
+				return
+			}
+			c.lenN = 0
+			c.left = binary.BigEndian.Uint32(c.lenBuf[:])
+			if c.left == 0 {
+				// go-milter refuses it and closes the connection.
+				c.waiting = time.Time{}
+			}
+			continue
+		}
+		k := uint32(min(len(b), int(min(c.left, 1<<30))))
+		c.left -= k
+		b = b[k:]
+		if c.left == 0 {
+			c.waiting = time.Time{}
+		}
+	}
+}
+
+// overLimit closes the connection for a reason of its own: a limit was
+// passed. It is logged and counted once, as "limit".
+func (c *conn) overLimit(reason string) {
+	if c.limited.Swap(true) {
+		return
+	}
+	c.srv.log.Warn("milter: closing the connection: "+reason, "conn", c.id, "in_message", c.inMessage())
+	c.srv.obs.Error("limit")
+	c.Close()
+}
+
+// addHeader counts n more header bytes on the connection and closes it
+// past its limit; it reports whether the connection is still open.
+func (c *conn) addHeader(n int64) bool {
+	c.headerBytes += n
+	if c.headerBytes > c.maxHeader {
+		c.overLimit(fmt.Sprintf("its messages' headers passed max_connection_header_bytes (%d)", c.maxHeader))
+		return false
+	}
+	return true
 }
 
 // Write writes with the write deadline, then closes a draining
@@ -121,14 +212,13 @@ func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		c.mu.Lock()
-		broken := c.busy && !c.draining
+		broken := c.busy && !c.draining && !c.limited.Load()
 		c.mu.Unlock()
 		if broken {
 			c.srv.log.Warn("milter: connection closed in the middle of a message", "conn", c.id)
 			c.srv.obs.Error("protocol")
 		}
 		err = c.Conn.Close()
-		close(c.done)
 	})
 	return err
 }
@@ -147,10 +237,11 @@ func (c *conn) inMessage() bool {
 	return c.busy
 }
 
-// begin marks a message in flight.
+// begin marks a message in flight; the message timeout runs from now.
 func (c *conn) begin() {
 	c.mu.Lock()
 	c.busy = true
+	c.started = time.Now()
 	c.mu.Unlock()
 }
 
@@ -185,24 +276,3 @@ func (c *conn) drain() {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
 	}
 }
-
-// oneConn is a listener that yields one connection, then blocks until
-// that connection is closed: it lets a go-milter Server serve a
-// connection accepted elsewhere.
-type oneConn struct {
-	c     *conn
-	taken atomic.Bool
-}
-
-func (l *oneConn) Accept() (net.Conn, error) {
-	if !l.taken.Swap(true) {
-		return l.c, nil
-	}
-	<-l.c.done
-	return nil, net.ErrClosed
-}
-
-// Close does nothing: the connection closes itself.
-func (l *oneConn) Close() error { return nil }
-
-func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }

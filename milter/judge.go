@@ -51,6 +51,11 @@ func skip(reason string) decision {
 // what to do with it.
 func (m *message) judge() decision {
 	set := m.set
+	if m.over != "" {
+		// Before every skip rule: the forged fields of the message may not
+		// all be known, so it may not be delivered.
+		return headerTooLarge(m.over)
+	}
 	if reason := cmp.Or(m.broken, m.c.broken); reason != "" {
 		return failedDecision(set, reason) // logged and counted when it broke
 	}
@@ -142,6 +147,16 @@ func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) dec
 	}
 	d.headers = append(spamHeaders(d.spam, v.Score, r.Required), [2]string{ResultHeader, r.String()})
 	return d
+}
+
+// headerTooLarge is the decision for a message over a header bound: it
+// is rejected, as Sendmail rejects a header over its MaxHeadersLength.
+func headerTooLarge(reason string) decision {
+	return decision{
+		verdict: Skipped,
+		outcome: Outcome{Action: Reject, Code: 552, Enhanced: "5.6.0", Text: "Message header too large", Reason: reason},
+		result:  Result{Verdict: Skipped, Reason: ReasonHeader},
+	}
 }
 
 // failed is the decision for a message the filter failed on: logged,

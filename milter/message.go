@@ -35,14 +35,23 @@ type message struct {
 
 	buf    *[]byte // headers and body, up to Milter.ClassifyBytes
 	size   int64   // bytes of the whole message
+	header int64   // bytes of the header
 	inBody bool
-	// spoofs lists the incoming X-Spam*/X-Spamd* fields by name, with how
-	// many of each, to be removed.
-	spoofs  []spoof
-	subject *string // the first Subject field's value
+	// spoofs lists the incoming X-Spam*/X-Spamd* fields by name, in the
+	// order first seen, with how many of each, to be removed; spoofIndex
+	// finds a name (lower-cased) in it, and forged counts the fields. At
+	// most Milter.MaxSpoofedHeaders fields are noted.
+	spoofs     []spoof
+	spoofIndex map[string]int
+	forged     int
+	subject    *string // the first Subject field's value
 	// broken says why the message gets the failure action: a callback
 	// panicked.
 	broken string
+	// over says which bound the message passed (header bytes, forged
+	// fields): it is rejected at its end, and nothing more of its header
+	// is kept.
+	over string
 }
 
 // spoof counts the incoming fields of one name (compared without case).
@@ -113,21 +122,51 @@ func (m *message) attrs() []any {
 // guard turns a panic at the end of a message into the configured
 // failure answer, logged and counted. go-milter writes the answer; the
 // message ends there.
-func (m *message) guard(resp *gomilter.Response, err *error) {
+func (m *message) guard(mod *gomilter.Modifier, resp *gomilter.Response, err *error) {
 	v := recover()
 	if v == nil {
 		return
 	}
-	o := failure(m.settings(), fmt.Sprintf("panic at end of message: %v", v))
+	reason := fmt.Sprintf("panic at end of message: %v", v)
+	o := failure(m.settings(), reason)
 	m.c.srv.log.Error("milter: panic; answering with the failure action", append(m.attrs(),
 		"stage", "eom", "panic", v, "action", o.Action.String(), "stack", string(debug.Stack()))...)
 	m.c.srv.obs.Error("panic")
-	m.c.srv.obs.Message("error", math.NaN(), o.Action, 0)
 	// Changes held back for the answer are dropped: the failure action
-	// stands alone.
+	// stands alone, but for the removal of forged fields, which an
+	// accepted message must still get.
 	m.c.hold, m.c.pending = false, m.c.pending[:0]
+	if o.Action == Accept {
+		if rerr := m.removeForged(mod, reason); rerr != nil {
+			o = tempfail(rerr.Error())
+		}
+	}
+	m.c.srv.obs.Message("error", math.NaN(), o.Action, 0)
 	m.finish(false)
 	*resp, *err = o.response(), nil
+}
+
+// removeForged sends, held for the answer, what an accepted message the
+// milter failed on gets: its forged fields removed and X-Spamd-Result
+// saying it was skipped. It reports why it could not; the message must
+// then not be accepted, since it would carry the forged fields.
+func (m *message) removeForged(mod *gomilter.Modifier, reason string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic removing forged fields: %v", v)
+		}
+		m.c.hold = false
+		if err != nil {
+			m.c.pending = m.c.pending[:0]
+			m.c.srv.log.Error("milter: could not remove the forged fields; answering tempfail", append(m.attrs(), "err", err)...)
+		}
+	}()
+	if m.set == nil {
+		// No field of a message not started was read.
+		return nil
+	}
+	m.c.hold = true
+	return m.apply(mod, failedDecision(m.set, reason))
 }
 
 // note turns a panic in a callback the MTA expects no answer to into a
@@ -190,12 +229,27 @@ func (m *message) RcptTo(rcpt string, mod *gomilter.Modifier) (gomilter.Response
 }
 
 // Header buffers one header field, and notes the fields the milter will
-// remove or change.
+// remove or change. Each field costs constant time and at most its own
+// size in memory, within the bounds: past Milter.MaxHeaderBytes or
+// Milter.MaxSpoofedHeaders the message is only counted, to be rejected;
+// past Milter.MaxConnectionHeaderBytes the connection is closed.
 func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.Response, error) {
 	defer m.note("header")
 	m.begin()
-	if spoofable(name) {
-		m.noteSpoof(name)
+	n := int64(len(name) + len(value) + 4)
+	m.size += n
+	m.header += n
+	if !m.c.addHeader(n) || m.over != "" {
+		return nil, nil
+	}
+	lim := m.set.Milter
+	if lim.MaxHeaderBytes > 0 && m.header > lim.MaxHeaderBytes {
+		m.overLimit(fmt.Sprintf("header over max_header_bytes (%d)", lim.MaxHeaderBytes))
+		return nil, nil
+	}
+	if spoofable(name) && !m.noteSpoof(name) {
+		m.overLimit(fmt.Sprintf("more than max_spoofed_headers (%d) X-Spam-* fields", lim.MaxSpoofedHeaders))
+		return nil, nil
 	}
 	switch {
 	case m.subject == nil && strings.EqualFold(name, "Subject"):
@@ -203,7 +257,6 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	case m.messageID == "" && strings.EqualFold(name, "Message-Id"):
 		m.messageID = strings.TrimSpace(value)
 	}
-	m.size += int64(len(name) + len(value) + 4)
 	if len(*m.buf)+len(name)+len(value)+4 <= m.set.Milter.ClassifyBytes {
 		b := append(*m.buf, name...)
 		b = append(b, ':', ' ')
@@ -217,14 +270,33 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	return nil, nil
 }
 
-func (m *message) noteSpoof(name string) {
-	for i := range m.spoofs {
-		if strings.EqualFold(m.spoofs[i].name, name) {
-			m.spoofs[i].n++
-			return
-		}
+// noteSpoof notes one incoming field the milter owns, to be removed; it
+// reports false, noting nothing, once Milter.MaxSpoofedHeaders are noted.
+func (m *message) noteSpoof(name string) bool {
+	if max := m.set.Milter.MaxSpoofedHeaders; max > 0 && m.forged >= max {
+		return false
 	}
+	m.forged++
+	key := strings.ToLower(name)
+	if i, ok := m.spoofIndex[key]; ok {
+		m.spoofs[i].n++
+		return true
+	}
+	if m.spoofIndex == nil {
+		m.spoofIndex = map[string]int{}
+	}
+	m.spoofIndex[key] = len(m.spoofs)
 	m.spoofs = append(m.spoofs, spoof{name: name, n: 1})
+	return true
+}
+
+// overLimit notes that the message passed a bound: it is rejected at its
+// end, and what was kept of its header is let go now.
+func (m *message) overLimit(reason string) {
+	m.over = reason
+	m.spoofs, m.spoofIndex, m.subject = nil, nil, nil
+	m.c.srv.log.Warn("milter: the message will be rejected: "+reason, append(m.attrs(), "header_bytes", m.header)...)
+	m.c.srv.obs.Error("limit")
 }
 
 // Headers is not asked for (OptNoEOH).
@@ -254,7 +326,7 @@ func (m *message) BodyChunk(chunk []byte, mod *gomilter.Modifier) (gomilter.Resp
 
 // Body judges the message at its end and answers.
 func (m *message) Body(mod *gomilter.Modifier) (resp gomilter.Response, err error) {
-	defer m.guard(&resp, &err)
+	defer m.guard(mod, &resp, &err)
 	m.begin()
 	m.macros(mod.Macros)
 	if !m.inBody {

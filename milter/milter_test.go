@@ -280,15 +280,53 @@ func TestInternalErrors(t *testing.T) {
 				if r.act.Code != gomilter.ActAccept {
 					t.Fatalf("answer %+v, want accept", r.act)
 				}
-				if tt.panics {
-					return
-				}
+				// A store that fails or panics alike: the message is
+				// delivered without its forged fields.
 				if res := r.result(t); res.Verdict != Skipped || res.Reason != ReasonError {
 					t.Errorf("result %+v, want skipped for error", res)
 				}
 				if want := []string{"X-Spam-Flag[1]=", "X-Spam-Flag[2]=", "X-Spam-Status[1]=", "X-Spamd-Result[1]="}; !slices.Equal(r.changes(), want) {
 					t.Errorf("changes %q, want the forged headers removed: %q", r.changes(), want)
 				}
+			}
+		})
+	}
+}
+
+// TestForgedHeadersRemovedWhenSkipped checks that a message left
+// unclassified is delivered without its forged fields, whatever the rule
+// that skipped it.
+func TestForgedHeadersRemovedWhenSkipped(t *testing.T) {
+	f, spam, _ := trainedFilter(t, store.NewMemory())
+	for _, tt := range []struct {
+		name   string
+		set    func(*Settings)
+		auth   string
+		reason string
+	}{
+		{"trusted network", func(s *Settings) {
+			s.Milter.TrustedNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+		}, "", ReasonTrusted},
+		{"authenticated", nil, "alice", ReasonAuthenticated},
+		{"too large", func(s *Settings) { s.Milter.MaxSize = 100 }, "", ReasonSize},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := testSettings(f)
+			if tt.set != nil {
+				tt.set(set)
+			}
+			_, addr := startServer(t, set, &recorder{})
+			env := defaultEnvelope()
+			env.auth = tt.auth
+			r := sendOne(t, addr, env, forged(spam))
+			if r.act.Code != gomilter.ActAccept {
+				t.Fatalf("answer %+v, want accept", r.act)
+			}
+			if res := r.result(t); res.Verdict != Skipped || res.Reason != tt.reason {
+				t.Errorf("result %+v, want skipped for %s", res, tt.reason)
+			}
+			if want := []string{"X-Spam-Flag[1]=", "X-Spam-Flag[2]=", "X-Spam-Status[1]=", "X-Spamd-Result[1]="}; !slices.Equal(r.changes(), want) {
+				t.Errorf("changes %q, want the forged headers removed: %q", r.changes(), want)
 			}
 		})
 	}
@@ -307,7 +345,7 @@ func TestPanicWithoutReply(t *testing.T) {
 			set.Actions.OnError = "tempfail"
 			rec := &recorder{}
 			s := New(set, slog.New(slog.DiscardHandler), rec)
-			m := &message{c: &conn{srv: s, done: make(chan struct{})}}
+			m := &message{c: &conn{srv: s}}
 			if tt.started {
 				m.begin()
 			}

@@ -39,6 +39,9 @@ const (
 	ReasonSize          = "size"
 	ReasonMalformed     = "malformed"
 	ReasonError         = "error"
+	// ReasonHeader marks a message over a header bound, which is
+	// rejected rather than tagged.
+	ReasonHeader = "header"
 )
 
 // maxTokenLen bounds each token listed in the header, in bytes, so the

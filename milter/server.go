@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -42,8 +43,10 @@ type Observer interface {
 	// from the end of the message to the answer.
 	Message(verdict string, spam float64, action Action, elapsed time.Duration)
 	// Error reports one failure: "classify" (the filter failed), "panic",
-	// "timeout" (a peer stalled past a deadline) or "protocol" (a peer
-	// went away in the middle of a message).
+	// "timeout" (a peer stalled past a deadline), "protocol" (a peer
+	// went away in the middle of a message) or "limit" (a peer passed a
+	// bound: a connection over max_connections, a message over
+	// message_timeout, a header over its byte or spoofed-field limits).
 	Error(kind string)
 }
 
@@ -87,6 +90,10 @@ type Server struct {
 	conns    map[*conn]struct{}
 	draining bool
 	wg       sync.WaitGroup // one count per connection
+	// refused counts the connections closed over max_connections since
+	// the last warning about them; lastRefusal is when that was logged.
+	refused     int
+	lastRefusal time.Time
 }
 
 // New returns a server judging messages by set. It logs to log and
@@ -170,17 +177,29 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// refusalLog is how often connections refused over max_connections are
+// logged: one line says how many there were since the last.
+const refusalLog = 10 * time.Second
+
 // track registers a new connection, or closes it if the server is
-// draining.
+// draining or has max_connections open.
 func (s *Server) track(nc net.Conn) *conn {
 	set := s.settings.Load()
+	m := set.Milter
 	c := &conn{
-		Conn:  nc,
-		srv:   s,
-		id:    s.ids.Add(1),
-		read:  set.Milter.ReadTimeout.Duration,
-		write: set.Milter.WriteTimeout.Duration,
-		done:  make(chan struct{}),
+		Conn:      nc,
+		srv:       s,
+		id:        s.ids.Add(1),
+		read:      m.ReadTimeout.Duration,
+		write:     m.WriteTimeout.Duration,
+		message:   m.MessageTimeout.Duration,
+		maxHeader: m.MaxConnectionHeaderBytes,
+	}
+	if c.message <= 0 {
+		c.message = 30 * time.Minute
+	}
+	if c.maxHeader <= 0 {
+		c.maxHeader = math.MaxInt64
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,13 +207,26 @@ func (s *Server) track(nc net.Conn) *conn {
 		nc.Close()
 		return nil
 	}
+	if m.MaxConnections > 0 && len(s.conns) >= m.MaxConnections {
+		nc.Close()
+		s.obs.Error("limit")
+		s.refused++
+		if now := time.Now(); now.Sub(s.lastRefusal) >= refusalLog {
+			s.log.Warn("milter: refusing connections over max_connections", "max_connections", m.MaxConnections,
+				"refused", s.refused, "remote", nc.RemoteAddr().String())
+			s.refused, s.lastRefusal = 0, now
+		}
+		return nil
+	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c
 }
 
-// serveConn runs go-milter's session on c. A go-milter Server of its own
-// lets every message of the connection reach the connection's state.
+// serveConn runs go-milter's session on c, on the calling goroutine. A
+// go-milter Server of its own lets every message of the connection reach
+// the connection's state; it keeps no copy of the header (DiscardHeaders,
+// spamd's patch of go-milter), which the milter bounds itself.
 func (s *Server) serveConn(c *conn) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -208,12 +240,13 @@ func (s *Server) serveConn(c *conn) {
 		s.wg.Done()
 	}()
 	srv := &gomilter.Server{
-		NewMilter: func() gomilter.Milter { return &message{c: c} },
-		Actions:   actions,
-		Protocol:  protocol,
+		NewMilter:      func() gomilter.Milter { return &message{c: c} },
+		Actions:        actions,
+		Protocol:       protocol,
+		DiscardHeaders: true,
 	}
-	// Serve returns once c is closed: its listener then stops accepting.
-	_ = srv.Serve(&oneConn{c: c})
+	srv.ServeConn(c)
+	c.Close()
 }
 
 // Shutdown stops accepting connections, closes idle ones once nothing

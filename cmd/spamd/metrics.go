@@ -51,7 +51,7 @@ func newMetrics() *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spamd_errors_total",
-			Help: "Failures, by kind: classify, panic, timeout, protocol (milter) and api.",
+			Help: "Failures, by kind: classify, panic, timeout, protocol, limit (milter) and api.",
 		}, []string{"kind"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spamd_api_requests_total",
@@ -80,7 +80,7 @@ func newMetrics() *metrics {
 	})
 	m.reg.MustRegister(m.messages, m.latency, m.errors, m.requests, m.trained, m.reloads, m.reports, m.expectedHam, m.expectedFP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, k := range []string{"classify", "panic", "timeout", "protocol", "api"} {
+	for _, k := range []string{"classify", "panic", "timeout", "protocol", "limit", "api"} {
 		m.errors.WithLabelValues(k)
 	}
 	return m
