@@ -37,6 +37,10 @@ import (
 // when none is named.
 const DefaultPath = "/etc/spamd/config.toml"
 
+// MaxMessageBytes is the most api.max_message_bytes may be: the largest
+// message a report can carry (reportq.MaxMessage).
+const MaxMessageBytes = 64 << 20
+
 // ErrInvalid is wrapped by every error about the content of a document.
 var ErrInvalid = errors.New("invalid configuration")
 
@@ -267,14 +271,41 @@ type API struct {
 	// TokenFile holds the bearer token for TCP clients (one line, at
 	// least 16 bytes).
 	TokenFile string `toml:"token_file"`
-	// Admins lists unix accounts that may train any user's model over the
-	// socket, besides root and the daemon's own account.
+	// Admins lists unix accounts that may train and read any user's model
+	// over the socket, besides root and the daemon's own account. Any
+	// other account reads (classifies with, and sees the statistics of)
+	// the global model and the model named like itself only.
 	Admins []string `toml:"admins"`
 	// Reporters lists unix accounts that may report messages (POST
 	// /v1/report) for any user but the global model, and do nothing else
 	// another account could not: the account a Dovecot IMAPSieve script
 	// runs as, shared by every virtual user.
 	Reporters []string `toml:"reporters"`
+	// ReadTimeout is the longest reading one request may take, header and
+	// body; /v1/train gets it again for each message of its batch.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// WriteTimeout is the longest one request may take from its header to
+	// the end of the answer; /v1/train gets it again for each message.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConnections bounds the connections served at once on each
+	// listener; more wait to be accepted.
+	MaxConnections int `toml:"max_connections"`
+	// MaxRequests bounds the requests with a message body (classify,
+	// learn, forget, train, report) served at once; more wait, and after
+	// 10 s get 503 with Retry-After.
+	MaxRequests int `toml:"max_requests"`
+	// MaxTraining bounds, among those, the training requests (learn,
+	// forget, train) served at once.
+	MaxTraining int `toml:"max_training"`
+	// MaxMessageBytes bounds one message: the body of classify, learn,
+	// forget and report, and each message of a /v1/train batch.
+	MaxMessageBytes int64 `toml:"max_message_bytes"`
+	// MaxBatchBytes bounds a /v1/train request, which is read and
+	// trained as it streams in.
+	MaxBatchBytes int64 `toml:"max_batch_bytes"`
 }
 
 // Autolearn configures training on messages the filter is very sure of.
@@ -398,7 +429,16 @@ func Default(getenv func(string) string) Config {
 			RejectText:   "Message rejected as spam",
 			OnError:      "accept",
 		},
-		API:       API{Socket: sock, Admins: []string{}, Reporters: []string{}},
+		API: API{Socket: sock, Admins: []string{}, Reporters: []string{},
+			ReadTimeout:     Duration{time.Minute},
+			WriteTimeout:    Duration{5 * time.Minute},
+			IdleTimeout:     Duration{time.Minute},
+			MaxConnections:  64,
+			MaxRequests:     8,
+			MaxTraining:     2,
+			MaxMessageBytes: 16 << 20,
+			MaxBatchBytes:   256 << 20,
+		},
 		Autolearn: Autolearn{SpamScore: 5, HamScore: -5, MaxRatio: 3},
 		Reports:   Reports{MaxPending: 10000},
 		Watch:     Watch{Trash: []string{".Trash"}, Rescan: Duration{time.Minute}},
@@ -505,7 +545,8 @@ func (c Config) Validate() error {
 		key string
 		d   Duration
 	}{{"milter.read_timeout", m.ReadTimeout}, {"milter.write_timeout", m.WriteTimeout}, {"milter.shutdown_timeout", m.ShutdownTimeout},
-		{"milter.message_timeout", m.MessageTimeout}} {
+		{"milter.message_timeout", m.MessageTimeout}, {"api.read_timeout", c.API.ReadTimeout},
+		{"api.write_timeout", c.API.WriteTimeout}, {"api.idle_timeout", c.API.IdleTimeout}} {
 		if d.d.Duration <= 0 {
 			return bad(d.key, "must be positive, not %v", d.d)
 		}
@@ -560,6 +601,23 @@ func (c Config) Validate() error {
 		if c.API.TokenFile == "" {
 			return bad("api.token_file", "api.tcp needs a token file")
 		}
+	}
+	for _, n := range []struct {
+		key string
+		n   int
+	}{{"api.max_connections", c.API.MaxConnections}, {"api.max_requests", c.API.MaxRequests}, {"api.max_training", c.API.MaxTraining}} {
+		if n.n < 1 {
+			return bad(n.key, "must be at least 1, not %d", n.n)
+		}
+	}
+	if c.API.MaxTraining > c.API.MaxRequests {
+		return bad("api.max_training", "must be at most api.max_requests (%d), not %d", c.API.MaxRequests, c.API.MaxTraining)
+	}
+	if c.API.MaxMessageBytes < 1024 || c.API.MaxMessageBytes > MaxMessageBytes {
+		return bad("api.max_message_bytes", "must be 1024 to %d, not %d", MaxMessageBytes, c.API.MaxMessageBytes)
+	}
+	if c.API.MaxBatchBytes < c.API.MaxMessageBytes {
+		return bad("api.max_batch_bytes", "must be at least api.max_message_bytes (%d), not %d", c.API.MaxMessageBytes, c.API.MaxBatchBytes)
 	}
 	if al := c.Autolearn; !(al.SpamScore > al.HamScore) || math.IsInf(al.SpamScore, 0) || math.IsInf(al.HamScore, 0) {
 		return bad("autolearn.spam_score", "must be finite and above autolearn.ham_score (%v ≤ %v)", al.SpamScore, al.HamScore)

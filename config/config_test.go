@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/reportq"
 )
 
 // noEnv is an environment with nothing set.
@@ -198,6 +199,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad on_error", "[actions]\non_error = \"discard\"", "actions.on_error"},
 		{"tcp without token", "[api]\ntcp = \"127.0.0.1:11333\"", "api.token_file"},
 		{"tcp not loopback", "[api]\ntcp = \"0.0.0.0:11333\"\ntoken_file = \"/etc/spamd/token\"", "api.tcp"},
+		{"no api read timeout", "[api]\nread_timeout = \"0s\"", "api.read_timeout"},
+		{"negative api idle timeout", "[api]\nidle_timeout = \"-1s\"", "api.idle_timeout"},
+		{"no api connections", "[api]\nmax_connections = 0", "api.max_connections"},
+		{"no api requests", "[api]\nmax_requests = 0", "api.max_requests"},
+		{"more training than requests", "[api]\nmax_requests = 2\nmax_training = 3", "api.max_training"},
+		{"message over reportq's limit", "[api]\nmax_message_bytes = 67108865", "api.max_message_bytes"},
+		{"batch under a message", "[api]\nmax_batch_bytes = 1024", "api.max_batch_bytes"},
 		{"metrics not loopback", "[metrics]\nlisten = \"192.0.2.1:9000\"", "metrics.listen"},
 		{"bad level", "[log]\nlevel = \"verbose\"", "log.level"},
 		{"filter table value", "[filter]\nalpha = [1, 2]", "filter.alpha"},
@@ -349,4 +357,10 @@ func FuzzSplitAddr(f *testing.F) {
 			t.Fatalf("%q gave network %q", addr, network)
 		}
 	})
+}
+
+func TestMaxMessageBytesIsReportqs(t *testing.T) {
+	if MaxMessageBytes != reportq.MaxMessage {
+		t.Errorf("config.MaxMessageBytes %d, reportq.MaxMessage %d", MaxMessageBytes, reportq.MaxMessage)
+	}
 }

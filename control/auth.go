@@ -30,6 +30,15 @@ type peerKey struct{}
 // (SO_PEERCRED) in the context of the connection's requests. Give it to
 // http.Server.ConnContext.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	// A connection of Listener, or any that wraps another, is the one it
+	// wraps.
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, peer{})
@@ -104,6 +113,43 @@ func (s *Server) mayTrain(r *http.Request, user string) error {
 		return fmt.Errorf("%w: uid %d (%s) may not train the global model", errForbidden, p.uid, account)
 	}
 	return fmt.Errorf("%w: uid %d (%s) may train only the model named like its account, not %q", errForbidden, p.uid, account, user)
+}
+
+// readsAll reports whether the request's peer may read every model: a
+// TCP client with the token (checked by authenticate), root, the daemon's
+// own uid or an admin account.
+func (s *Server) readsAll(r *http.Request) bool {
+	p := peerOf(r.Context())
+	if !p.unix {
+		return true
+	}
+	if p.err != nil {
+		return false
+	}
+	if p.uid == 0 || p.uid == s.uid {
+		return true
+	}
+	account := lookupUID(p.uid)
+	return account != "" && slices.Contains(s.Admins, account)
+}
+
+// mayRead reports whether the request's peer may read user's model
+// (classify with it, see its statistics): the global model is everyone's,
+// as every message's X-Spamd-Result shows; another user's model only the
+// peers that read all, and the account named like the user.
+func (s *Server) mayRead(r *http.Request, user string) error {
+	if user == "" || s.readsAll(r) {
+		return nil
+	}
+	p := peerOf(r.Context())
+	if p.err != nil {
+		return fmt.Errorf("%w: peer credentials unknown: %v", errForbidden, p.err)
+	}
+	account := lookupUID(p.uid)
+	if account != "" && account == user {
+		return nil
+	}
+	return fmt.Errorf("%w: uid %d (%s) may read only the global model and the one named like its account, not %q", errForbidden, p.uid, account, user)
 }
 
 // lookupUID names the account of uid, "" if it has none.

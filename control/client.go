@@ -21,9 +21,32 @@ type Error struct {
 	Status int
 	// Message is the daemon's explanation.
 	Message string
+	// RetryAfter is when the daemon said to try again (Retry-After), 0
+	// if it did not.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("spamd: %s (HTTP %d)", e.Message, e.Status) }
+
+// Temporary reports whether a request that failed with err may succeed
+// if made again: the daemon could not be reached, did not answer in time,
+// or answered 5xx, 408 or 429. A 4xx answer is final, and so is a
+// canceled request. Whether the caller's own deadline has passed is its
+// context's to say: a dial timing out is temporary too.
+func Temporary(err error) bool {
+	var e *Error
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &e):
+		return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
+	}
+	return true
+}
+
+// maxRetryWait bounds the time a request spends waiting to be made again
+// on a 503 with Retry-After: a daemon busy, or briefly unable to write.
+const maxRetryWait = 30 * time.Second
 
 // Client talks to a running daemon's control API. It is safe for
 // concurrent use.
@@ -69,13 +92,44 @@ func NewClient(addr, token string) (*Client, error) {
 // Addr returns the address the client talks to.
 func (c *Client) Addr() string { return c.addr }
 
-// do sends a request and decodes the JSON answer into out.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, out any) error {
+// do sends a request and decodes the JSON answer into out. Answered 503
+// with Retry-After, it makes the request again after that wait, for up to
+// maxRetryWait in all and never past ctx's deadline: every request of the
+// API may be made twice (training a message twice counts once).
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	waited := time.Duration(0)
+	for {
+		err := c.once(ctx, method, path, q, body, out)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || e.RetryAfter <= 0 {
+			return err
+		}
+		wait := e.RetryAfter
+		if d, ok := ctx.Deadline(); (ok && time.Until(d) < wait) || waited+wait > maxRetryWait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		waited += wait
+	}
+}
+
+// once sends a request once.
+func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -92,7 +146,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
 			e.Error = resp.Status
 		}
-		return &Error{Status: resp.StatusCode, Message: e.Error}
+		ae := &Error{Status: resp.StatusCode, Message: e.Error}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			ae.RetryAfter = time.Duration(min(s, 3600)) * time.Second
+		}
+		return ae
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
@@ -114,7 +172,7 @@ func (c *Client) Classify(ctx context.Context, user string, raw []byte, explain 
 	if explain > 0 {
 		q.Set("explain", strconv.Itoa(explain))
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/classify", q, bytes.NewReader(raw), &v)
+	err := c.do(ctx, http.MethodPost, "/v1/classify", q, raw, &v)
 	return v, err
 }
 
@@ -126,7 +184,7 @@ func (c *Client) Train(ctx context.Context, user string, items []Item) ([]TrainR
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
 	var out TrainResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/train", url.Values{"user": {user}}, bytes.NewReader(body), &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/train", url.Values{"user": {user}}, body, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(items) {
@@ -145,13 +203,15 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 
 // Report reports that raw belongs to class for user; the daemon queues
 // the report and applies it in the background. source names the channel
-// in the daemon's log ("" for "api").
+// in the daemon's log ("" for "api"). Unlike the other requests it is
+// made once, whatever the answer: its caller decides whether and when to
+// try again (Temporary, Error.RetryAfter), and says so.
 func (c *Client) Report(ctx context.Context, user, class, source string, raw []byte) (ReportResponse, error) {
 	var out ReportResponse
 	q := url.Values{"user": {user}, "class": {class}}
 	if source != "" {
 		q.Set("source", source)
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/report", q, bytes.NewReader(raw), &out)
+	err := c.once(ctx, http.MethodPost, "/v1/report", q, raw, &out)
 	return out, err
 }

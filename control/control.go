@@ -26,34 +26,47 @@
 //
 // # Authorization
 //
-// Training (learn, forget, train) changes a model, so it is authorized
-// per user. On the unix socket, which the daemon creates with mode 0660,
-// the kernel names the peer (SO_PEERCRED): root, the daemon's own uid and
-// the accounts listed as admins may train any model, the global one
-// included; any other uid only the model of the user named exactly like
-// its unix account. Reports are authorized alike, and also from the
-// accounts listed as reporters, for any user but the global model: the
-// one mail account a Dovecot IMAPSieve script runs as for every virtual
-// user, which names the user it reports for. Over TCP every request but /healthz must carry
-// "Authorization: Bearer TOKEN", compared in constant time; the token
-// holder may train any model. Classifying and statistics need no more
-// than a connection to the socket. User names must pass store.ValidUser.
+// On the unix socket, which the daemon creates with mode 0660, the kernel
+// names the peer (SO_PEERCRED). Root, the daemon's own uid and the
+// accounts listed as admins may train and read any model, the global one
+// included. Any other uid trains only the model of the user named exactly
+// like its unix account, and reads (classifies with, sees in /v1/stats)
+// only that model and the global one, whose verdicts every delivered
+// message carries anyway: a member of the socket's group learns nothing
+// of another user's mail. Reports are authorized as training is, and also
+// from the accounts listed as reporters, for any user but the global
+// model: the one mail account a Dovecot IMAPSieve script runs as for
+// every virtual user, which names the user it reports for. Over TCP every
+// request but /healthz must carry "Authorization: Bearer TOKEN", compared
+// in constant time; the token holder may train and read any model. User
+// names must pass store.ValidUser.
 //
 // # Limits
 //
-// A message may be up to MaxMessage bytes, a training batch up to
-// MaxBatch bytes of JSON; larger requests get 413.
+// Limits bound every request. A message may be up to Limits.MaxMessage
+// bytes and a training batch up to Limits.MaxBatch bytes of JSON; larger
+// ones get 413. /v1/train reads its batch as it streams in (BatchDecoder)
+// and trains it chunk by chunk, so that a batch costs the memory of a few
+// messages whatever its size; a message that is not one, of an unknown
+// class or too large gets an error of its own in the answer, and an error
+// of the whole batch (malformed JSON, too large) answers the request with
+// the messages before it trained. At most Limits.MaxRequests requests
+// with a body run at once, Limits.MaxTraining of them training; more
+// wait their turn for up to Limits.QueueWait. HTTPServer and Listener
+// put read, write and idle timeouts and a bound on connections on every
+// listener.
+//
+// # Failures
+//
+// An error of the request is 4xx. Every transient failure of the daemon
+// is 503 with Retry-After (seconds): the store failing, the report spool
+// unwritable or full, a request waiting its turn in vain, a deadline
+// passing. The Client waits and tries again on such an answer, within its
+// context; Temporary tells a caller whether trying again may help. A
+// panic is 500, and so is a store found inconsistent.
 package control
 
 import "net/http"
-
-// Request limits.
-const (
-	// MaxMessage is the largest message accepted, in bytes.
-	MaxMessage = 64 << 20
-	// MaxBatch is the largest training request accepted, in bytes.
-	MaxBatch = 256 << 20
-)
 
 // Verdict is the answer to a classification.
 type Verdict struct {

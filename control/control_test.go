@@ -233,23 +233,108 @@ func TestTrainBatch(t *testing.T) {
 	if !res[0].Changed || res[1].Error == "" || res[1].Changed || !res[2].Changed || res[3].Changed || res[3].Error != "" {
 		t.Errorf("results %+v", res)
 	}
-	_, err = fx.client.Train(ctx, "bob@example.org", []Item{{Class: filter.Spam, Message: fx.spam[1]}, {Class: "phish", Message: fx.spam[2]}})
-	var e *Error
-	if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
-		t.Fatalf("unknown class: %v, want a 400", err)
+	// A message of an unknown class is refused on its own.
+	res, err = fx.client.Train(ctx, "bob@example.org", []Item{{Class: filter.Spam, Message: fx.spam[1]}, {Class: "phish", Message: fx.spam[2]}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Nothing of a refused batch was trained.
-	if v, err := fx.client.Classify(ctx, "bob@example.org", fx.spam[1], 0); err != nil || v.TrainedAs != "" {
-		t.Errorf("after a refused batch: %+v, %v", v, err)
+	if !res[0].Changed || res[1].Changed || !strings.Contains(res[1].Error, "unknown class") {
+		t.Errorf("results %+v", res)
+	}
+	if v, err := fx.client.Classify(ctx, "bob@example.org", fx.spam[2], 0); err != nil || v.TrainedAs != "" {
+		t.Errorf("the refused message: %+v, %v", v, err)
 	}
 }
 
 func TestMessageTooLarge(t *testing.T) {
 	fx := newFixture(t, Options{})
-	_, err := fx.client.Classify(context.Background(), "", bytes.Repeat([]byte("a"), MaxMessage+1), 0)
+	_, err := fx.client.Classify(context.Background(), "", bytes.Repeat([]byte("a"), int(DefaultLimits.MaxMessage)+1), 0)
 	var e *Error
 	if !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("got %v, want 413", err)
+	}
+}
+
+// TestTrainingTakesTurns checks the bound on training requests at once:
+// one more waits its turn, is answered 503 with Retry-After when the turn
+// does not come, and the Client makes it again after that wait.
+func TestTrainingTakesTurns(t *testing.T) {
+	f, err := filter.New(store.NewMemory(), filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &counter{requests: map[string]int{}, trained: map[string]int{}}
+	lim := Limits{MaxRequests: 2, MaxTraining: 1, QueueWait: 100 * time.Millisecond}
+	srv := NewServer(Options{Filter: func() *filter.Filter { return f }, Observer: obs, Limits: lim})
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := HTTPServer(srv.Handler(), srv.Limits, nil)
+	go hs.Serve(Listener(ln, srv.Limits))
+	t.Cleanup(func() { hs.Close() })
+	spam := readDir(t, "../testdata/sample/spam")
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting for %s", what)
+			}
+		}
+	}
+	answered := func(status int) int {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return obs.requests[fmt.Sprintf("train %d", status)]
+	}
+
+	// A batch whose body stays open holds the one training turn.
+	pr, pw := io.Pipe()
+	held := make(chan int, 1)
+	go func() {
+		status, _, _, _ := post(sock, "/v1/train?user=alice", pr)
+		held <- status
+	}()
+	if _, err := io.WriteString(pw, `{"items":[`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the first batch to take its turn", func() bool { return len(srv.training) == 1 })
+
+	batch, _ := json.Marshal(TrainRequest{Items: []Item{{Class: filter.Spam, Message: spam[0]}}})
+	status, h, b, err := post(sock, "/v1/train?user=bob", bytes.NewReader(batch))
+	if err != nil || status != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" {
+		t.Fatalf("a second batch: %d, Retry-After %q, %v: %s; want 503 and to try again in 1 s", status, h.Get("Retry-After"), err, b)
+	}
+
+	c, err := NewClient("unix:"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res []TrainResult
+		err error
+	}
+	retried := make(chan result, 1)
+	go func() {
+		res, err := c.Train(context.Background(), "bob", []Item{{Class: filter.Spam, Message: spam[0]}})
+		retried <- result{res, err}
+	}()
+	// The client's first attempt is turned away too; then the turn comes.
+	waitFor("the client's first attempt to be answered", func() bool { return answered(http.StatusServiceUnavailable) == 2 })
+	if _, err := io.WriteString(pw, `]}`); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if status := <-held; status != http.StatusOK {
+		t.Errorf("the first batch: %d", status)
+	}
+	r := <-retried
+	if r.err != nil || len(r.res) != 1 || !r.res[0].Changed {
+		t.Fatalf("the client's batch: %+v, %v; want it trained once its turn came", r.res, r.err)
+	}
+	if n := answered(http.StatusServiceUnavailable); n != 2 {
+		t.Errorf("%d answers 503, want 2", n)
 	}
 }
 
@@ -336,14 +421,16 @@ func TestPeerCredentials(t *testing.T) {
 		user      string
 		status    int
 		report    int
+		classify  int // with user's model
+		users     int // models in /v1/stats
 	}{
-		{"own model", nil, nil, nobody, http.StatusOK, http.StatusAccepted},
-		{"another user's model", nil, nil, "bob@example.org", http.StatusForbidden, http.StatusForbidden},
-		{"the global model", nil, nil, "", http.StatusForbidden, http.StatusBadRequest},
-		{"admin: another user's model", []string{nobody}, nil, "bob@example.org", http.StatusOK, http.StatusAccepted},
-		{"admin: the global model", []string{nobody}, nil, "", http.StatusOK, http.StatusBadRequest},
-		{"reporter: reports for another user, trains nothing", nil, []string{nobody}, "bob@example.org", http.StatusForbidden, http.StatusAccepted},
-		{"reporter: never the global model", nil, []string{nobody}, "", http.StatusForbidden, http.StatusBadRequest},
+		{"own model", nil, nil, nobody, http.StatusOK, http.StatusAccepted, http.StatusOK, 2},
+		{"another user's model", nil, nil, "bob@example.org", http.StatusForbidden, http.StatusForbidden, http.StatusForbidden, 2},
+		{"the global model", nil, nil, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2},
+		{"admin: another user's model", []string{nobody}, nil, "bob@example.org", http.StatusOK, http.StatusAccepted, http.StatusOK, 3},
+		{"admin: the global model", []string{nobody}, nil, "", http.StatusOK, http.StatusBadRequest, http.StatusOK, 3},
+		{"reporter: reports for another user, trains nothing", nil, []string{nobody}, "bob@example.org", http.StatusForbidden, http.StatusAccepted, http.StatusForbidden, 2},
+		{"reporter: never the global model", nil, []string{nobody}, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			q, err := reportq.Open(t.TempDir(), reportq.Options{})
@@ -351,6 +438,13 @@ func TestPeerCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue})
+			// Models the child process may or may not see: the global one,
+			// bob's, and its own.
+			for _, u := range []string{"", "bob@example.org", nobody} {
+				if _, err := fx.f.Learn(context.Background(), u, fx.ham[0], filter.Ham); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// The test binary, where nobody may run it.
 			bin := filepath.Join(filepath.Dir(fx.sock), "control.test")
 			b, err := os.ReadFile(exe)
@@ -367,12 +461,16 @@ func TestPeerCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helper: %v\n%s", err, out)
 			}
-			var got struct{ Train, Classify, Report int }
+			var got struct{ Train, Classify, ClassifyGlobal, Report, Users int }
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
 			}
-			if got.Train != tt.status || got.Classify != http.StatusOK || got.Report != tt.report {
-				t.Errorf("train %d, classify %d, report %d; want %d, 200, %d", got.Train, got.Classify, got.Report, tt.status, tt.report)
+			if got.Train != tt.status || got.Classify != tt.classify || got.ClassifyGlobal != http.StatusOK || got.Report != tt.report {
+				t.Errorf("train %d, classify %d, classify with the global model %d, report %d; want %d, %d, 200, %d",
+					got.Train, got.Classify, got.ClassifyGlobal, got.Report, tt.status, tt.classify, tt.report)
+			}
+			if got.Users != tt.users {
+				t.Errorf("/v1/stats lists %d models, want %d", got.Users, tt.users)
 			}
 			if want := map[bool]int{true: 1}[tt.report == http.StatusAccepted]; q.Len() != want {
 				t.Errorf("%d reports queued, want %d", q.Len(), want)
@@ -414,14 +512,21 @@ func TestHelperPeer(t *testing.T) {
 		return http.StatusOK
 	}
 	ctx := context.Background()
-	_, terr := c.Train(ctx, os.Getenv("CONTROL_HELPER_USER"), []Item{{Class: filter.Spam, Message: msg}})
-	_, cerr := c.Classify(ctx, "bob@example.org", msg, 0)
-	_, rerr := c.Report(ctx, os.Getenv("CONTROL_HELPER_USER"), filter.Spam, "", msg)
+	user := os.Getenv("CONTROL_HELPER_USER")
+	_, cerr := c.Classify(ctx, user, msg, 3)
+	_, gerr := c.Classify(ctx, "", msg, 3)
+	st, serr := c.Stats(ctx)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	_, terr := c.Train(ctx, user, []Item{{Class: filter.Spam, Message: msg}})
+	_, rerr := c.Report(ctx, user, filter.Spam, "", msg)
 	report := http.StatusAccepted // what the client answers nil for
 	if rerr != nil {
 		report = status(rerr)
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "Report": report})
+	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
+		"Report": report, "Users": len(st.Users)})
 	io.WriteString(os.Stdout, "\n")
 }
 

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spamd/spamd/filter"
@@ -68,12 +70,17 @@ type Options struct {
 	// Classified, if not nil, sums up the mail classified so far, for
 	// stats.
 	Classified func() Classified
+	// Limits bound the requests; a zero field takes DefaultLimits'.
+	Limits Limits
 }
 
 // Server serves the control API. It is safe for concurrent use.
 type Server struct {
 	Options
 	uid int // the daemon's own uid
+	// requests and training hold a slot per request with a body, and per
+	// training request, served.
+	requests, training slots
 }
 
 // NewServer returns a server with options o.
@@ -84,7 +91,9 @@ func NewServer(o Options) *Server {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{Options: o, uid: os.Getuid()}
+	o.Limits = o.Limits.withDefaults()
+	return &Server{Options: o, uid: os.Getuid(),
+		requests: make(slots, o.Limits.MaxRequests), training: make(slots, o.Limits.MaxTraining)}
 }
 
 // Handler returns the API's handler, every endpoint included.
@@ -104,16 +113,47 @@ func (s *Server) Handler() http.Handler {
 // nothing else of the API (the metrics endpoint).
 func (s *Server) Health() http.Handler { return s.endpoint("health", false, s.health) }
 
-// httpError is an error with the status to answer it with.
+// httpError is an error with the status to answer it with, and for a
+// 503 when to try again.
 type httpError struct {
-	status int
-	err    error
+	status     int
+	err        error
+	retryAfter time.Duration
 }
 
 func (e *httpError) Error() string { return e.err.Error() }
 func (e *httpError) Unwrap() error { return e.err }
 
-func fail(status int, err error) error { return &httpError{status, err} }
+func fail(status int, err error) error { return &httpError{status: status, err: err} }
+
+// retryLater is a transient failure: 503, to try again after wait.
+func retryLater(err error, wait time.Duration) error {
+	return &httpError{status: http.StatusServiceUnavailable, err: err, retryAfter: wait}
+}
+
+// faultWait is when to try again after a failure of the store or of the
+// report spool: long enough for a restart, short enough for a pipe.
+const faultWait = 2 * time.Second
+
+// statusOf is the answer to err: its own status if it has one; 500 for an
+// inconsistent store, which trying again does not mend; otherwise 503,
+// since what fails in the daemon rather than in the request (the store,
+// the disk, the spool, a deadline) is transient.
+func statusOf(err error) *httpError {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		if he.status == http.StatusServiceUnavailable && he.retryAfter <= 0 {
+			return &httpError{status: he.status, err: err, retryAfter: faultWait}
+		}
+		return he
+	case errors.Is(err, store.ErrInconsistent):
+		return &httpError{status: http.StatusInternalServerError, err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &httpError{status: http.StatusServiceUnavailable, err: err, retryAfter: time.Second}
+	}
+	return &httpError{status: http.StatusServiceUnavailable, err: err, retryAfter: faultWait}
+}
 
 // endpoint wraps a handler: authentication, panics, errors as JSON, and
 // the observer.
@@ -139,13 +179,13 @@ func (s *Server) endpoint(name string, auth bool, h func(w http.ResponseWriter, 
 			v, err = h(w, r)
 		}
 		if err != nil {
-			status = http.StatusInternalServerError
-			var he *httpError
-			if errors.As(err, &he) {
-				status = he.status
-			}
+			he := statusOf(err)
+			status = he.status
 			if status >= 500 {
-				s.Log.Error("control: request failed", "endpoint", name, "user", r.URL.Query().Get("user"), "err", err)
+				s.Log.Error("control: request failed", "endpoint", name, "user", r.URL.Query().Get("user"), "status", status, "err", err)
+			}
+			if he.retryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, he.retryAfter).Round(time.Second)/time.Second)))
 			}
 			writeJSON(w, status, errorBody{err.Error()})
 			return
@@ -179,38 +219,64 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	switch {
 	case errors.As(err, &tooBig):
 		return nil, fail(http.StatusRequestEntityTooLarge, fmt.Errorf("request larger than %d bytes", limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The client sent its body too slowly (read_timeout).
+		return nil, fail(http.StatusRequestTimeout, fmt.Errorf("read request: %w", err))
 	case err != nil:
 		return nil, fail(http.StatusBadRequest, fmt.Errorf("read request: %w", err))
 	}
 	return b, nil
 }
 
-// filterError gives a filter error its status.
+// filterError gives a filter error its status: 400 for what is wrong with
+// the request, statusOf's for the rest.
 func filterError(err error) error {
 	switch {
 	case errors.Is(err, tokenize.ErrMalformed), errors.Is(err, store.ErrInvalidUser),
 		errors.Is(err, store.ErrInvalidClass), errors.Is(err, filter.ErrUnknownClass):
 		return fail(http.StatusBadRequest, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fail(http.StatusServiceUnavailable, err)
 	}
 	return err
+}
+
+// withBody runs the part of a request that reads a message body, in one
+// of Limits.MaxRequests slots and, for training, one of
+// Limits.MaxTraining.
+func (s *Server) withBody(r *http.Request, training bool) (release func(), err error) {
+	rel, err := s.requests.acquire(r.Context(), s.Limits.QueueWait)
+	if err != nil {
+		return nil, err
+	}
+	if !training {
+		return rel, nil
+	}
+	relTrain, err := s.training.acquire(r.Context(), s.Limits.QueueWait)
+	if err != nil {
+		rel()
+		return nil, err
+	}
+	return func() { relTrain(); rel() }, nil
 }
 
 func (s *Server) health(_ http.ResponseWriter, r *http.Request) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if _, err := s.Filter().Store().Totals(ctx, ""); err != nil {
-		return nil, fail(http.StatusServiceUnavailable, fmt.Errorf("store: %w", err))
+		return nil, retryLater(fmt.Errorf("store: %w", err), faultWait)
 	}
 	return map[string]string{"status": "ok"}, nil
 }
 
+// stats describes the store: every model to a peer that reads all, else
+// the global model and the peer's own.
 func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	st := s.Filter().Store()
 	users, err := st.Users(r.Context())
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
+	}
+	if !s.readsAll(r) {
+		users = slices.DeleteFunc(users, func(u string) bool { return s.mayRead(r, u) != nil })
 	}
 	out := Stats{Dir: s.Dir, Users: []UserStats{}}
 	if s.Size != nil {
@@ -249,7 +315,15 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 			return nil, fail(http.StatusBadRequest, fmt.Errorf("explain %q: want 0 to 100", e))
 		}
 	}
-	raw, err := readBody(w, r, MaxMessage)
+	if err := s.mayRead(r, user); err != nil {
+		return nil, fail(http.StatusForbidden, err)
+	}
+	release, err := s.withBody(r, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	raw, err := readBody(w, r, s.Limits.MaxMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +400,12 @@ func (s *Server) learnOne(w http.ResponseWriter, r *http.Request, class string) 
 	if err := checkClass(f, class); err != nil {
 		return nil, err
 	}
-	raw, err := readBody(w, r, MaxMessage)
+	release, err := s.withBody(r, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	raw, err := readBody(w, r, s.Limits.MaxMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -346,72 +425,216 @@ func (s *Server) learnOne(w http.ResponseWriter, r *http.Request, class string) 
 	return out, nil
 }
 
+// trainChunk is how many messages of a batch are trained at once, in one
+// store write each as always, but with the prepared messages of a chunk
+// only in memory.
+const trainChunk = 64
+
+// train trains a batch as it streams in: each message is decoded, prepared
+// on one of the CPUs and trained in order, chunk by chunk, so that the
+// memory of a batch is that of a few messages, whatever its size. A
+// message that is not one, of an unknown class or too large, gets an
+// error of its own; an error of the whole batch (malformed JSON, a
+// request over Limits.MaxBatch) answers the request, the messages before
+// it being trained, which training again does not change.
 func (s *Server) train(w http.ResponseWriter, r *http.Request) (any, error) {
 	user, err := s.trainable(r)
 	if err != nil {
 		return nil, err
 	}
-	body, err := readBody(w, r, MaxBatch)
+	release, err := s.withBody(r, true)
 	if err != nil {
 		return nil, err
 	}
-	var req TrainRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fail(http.StatusBadRequest, fmt.Errorf("decode batch: %w", err))
-	}
+	defer release()
 	f := s.Filter()
-	for _, it := range req.Items {
-		if err := checkClass(f, it.Class); err != nil {
-			return nil, err
+	lim := s.Limits
+	rc := http.NewResponseController(w)
+	// Each message read and trained earns the request the read and write
+	// timeouts again: a batch may take long, a stalled one may not.
+	extend := func() {
+		now := time.Now()
+		_ = rc.SetReadDeadline(now.Add(lim.ReadTimeout))
+		_ = rc.SetWriteDeadline(now.Add(lim.WriteTimeout))
+	}
+	dec := NewBatchDecoder(http.MaxBytesReader(w, r.Body, lim.MaxBatch), lim.MaxMessage)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	// The decoder's goroutine hands over messages while the ones before
+	// them are prepared; budget bounds the bytes of those waiting.
+	type decoded struct {
+		i  int
+		it Item
+	}
+	in := make(chan decoded)
+	var decErr error
+	budget := newBudget(2 * lim.MaxMessage)
+	decoding := make(chan struct{})
+	go func() {
+		defer close(decoding)
+		defer close(in)
+		defer func() {
+			if v := recover(); v != nil {
+				s.Log.Error("control: panic decoding a batch", "panic", v, "stack", string(debug.Stack()))
+				decErr = fmt.Errorf("internal error decoding the batch: %v", v)
+			}
+		}()
+		for i := 0; ; i++ {
+			it, err := dec.Next()
+			if err != nil {
+				if err != io.EOF {
+					decErr = err
+				}
+				return
+			}
+			if !budget.take(ctx, int64(len(it.Message))) {
+				return
+			}
+			select {
+			case in <- decoded{i, it}:
+			case <-ctx.Done():
+				return
+			}
 		}
-	}
-	// Parsing is the costly part and needs no store: spread it over the
-	// CPUs, in order.
-	in := make(chan int, len(req.Items))
-	for i := range req.Items {
-		in <- i
-	}
-	close(in)
+	}()
+
 	type prepared struct {
-		i   int
-		p   filter.Prepared
-		err error
+		i     int
+		class string
+		p     filter.Prepared
+		err   error
 	}
-	out := TrainResponse{Results: make([]TrainResult, len(req.Items))}
-	var items []filter.Item
-	var index []int // items[k] is req.Items[index[k]]
-	err = parallel.Map(r.Context(), 0, in, func(i int) prepared {
-		p, err := f.Prepare(req.Items[i].Message, false)
-		return prepared{i, p, err}
+	var out TrainResponse
+	var chunk []filter.Item
+	var index []int // chunk[k] is the item out.Results[index[k]]
+	changed, unparsable := 0, 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		res, err := f.Train(ctx, user, chunk)
+		if err != nil {
+			return err
+		}
+		for k, rs := range res {
+			tr := &out.Results[index[k]]
+			tr.Prev, tr.Changed = rs.Prev, rs.Changed
+			if rs.Changed {
+				changed++
+				s.Observer.Trained(chunk[k].Class)
+			}
+		}
+		clear(chunk)
+		chunk, index = chunk[:0], index[:0]
+		extend()
+		return nil
+	}
+	err = parallel.Map(ctx, 0, in, func(d decoded) prepared {
+		defer budget.give(int64(len(d.it.Message)))
+		p := prepared{i: d.i, class: d.it.Class}
+		switch {
+		case int64(len(d.it.Message)) > lim.MaxMessage:
+			p.err = fmt.Errorf("message larger than %d bytes", lim.MaxMessage)
+		case d.it.Class != "" && !f.Config().HasClass(d.it.Class):
+			p.err = fmt.Errorf("%w %q (classes: %q)", filter.ErrUnknownClass, d.it.Class, f.Config().Classes)
+		default:
+			p.p, p.err = f.Prepare(d.it.Message, false)
+		}
+		return p
 	}, func(p prepared) error {
-		req.Items[p.i].Message = nil
+		extend()
+		out.Results = append(out.Results, TrainResult{})
 		if p.err != nil {
 			out.Results[p.i].Error = p.err.Error()
+			unparsable++
 			return nil
 		}
 		out.Results[p.i].Digest = hex.EncodeToString(p.p.Digest[:])
-		items = append(items, filter.Item{Prepared: p.p, Class: req.Items[p.i].Class})
+		chunk = append(chunk, filter.Item{Prepared: p.p, Class: p.class})
 		index = append(index, p.i)
+		if len(chunk) == trainChunk {
+			return flush()
+		}
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
+	cancel()
 	if err != nil {
+		// Wakes the decoder if it waits for more of the body.
+		_ = rc.SetReadDeadline(time.Now())
+	}
+	<-decoding
+	if err == nil {
+		err = decErr
+	}
+	s.Log.Info("control: trained a batch", "user", user, "messages", len(out.Results), "changed", changed, "refused", unparsable,
+		"complete", err == nil)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+	case errors.As(err, &tooBig):
+		return nil, fail(http.StatusRequestEntityTooLarge, fmt.Errorf("batch larger than %d bytes; the %d messages before were trained", lim.MaxBatch, len(out.Results)))
+	case errors.Is(err, ErrBatchTooLarge):
+		return nil, fail(http.StatusRequestEntityTooLarge, fmt.Errorf("%w (messages up to %d bytes); the %d messages before were trained", err, lim.MaxMessage, len(out.Results)))
+	case errors.Is(err, ErrBatchSyntax):
+		return nil, fail(http.StatusBadRequest, fmt.Errorf("%w; the %d messages before were trained", err, len(out.Results)))
+	default:
 		return nil, filterError(err)
 	}
-	res, err := f.Train(r.Context(), user, items)
-	if err != nil {
-		return nil, filterError(err)
+	if out.Results == nil {
+		out.Results = []TrainResult{}
 	}
-	changed := 0
-	for k, rs := range res {
-		tr := &out.Results[index[k]]
-		tr.Prev, tr.Changed = rs.Prev, rs.Changed
-		if rs.Changed {
-			changed++
-			s.Observer.Trained(items[k].Class)
-		}
-	}
-	s.Log.Info("control: trained a batch", "user", user, "messages", len(req.Items), "changed", changed, "unparsable", len(req.Items)-len(items))
 	return out, nil
+}
+
+// budget is a count of bytes to take from and give back, waiting while
+// it is short; one taking more than it holds in all gets them when the
+// rest is given back.
+type budget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	left  int64
+	total int64
+}
+
+func newBudget(n int64) *budget {
+	b := &budget{left: n, total: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// take takes n bytes, waiting for them; it reports false if ctx ends
+// first.
+func (b *budget) take(ctx context.Context, n int64) bool {
+	n = min(n, b.total)
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.left < n {
+		if ctx.Err() != nil {
+			return false
+		}
+		b.cond.Wait()
+	}
+	b.left -= n
+	return true
+}
+
+// give gives back n bytes taken.
+func (b *budget) give(n int64) {
+	n = min(n, b.total)
+	b.mu.Lock()
+	b.left += n
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }
 
 // report queues a report that the body is of class for user.
@@ -436,7 +659,12 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := s.mayReport(r, user); err != nil {
 		return nil, fail(http.StatusForbidden, err)
 	}
-	raw, err := readBody(w, r, MaxMessage)
+	release, err := s.withBody(r, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	raw, err := readBody(w, r, s.Limits.MaxMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -449,9 +677,12 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (any, error) {
 	case errors.Is(err, reportq.ErrInvalid):
 		return nil, fail(http.StatusBadRequest, err)
 	case errors.Is(err, reportq.ErrFull):
-		return nil, fail(http.StatusServiceUnavailable, err)
+		// The queue drains as reports are applied.
+		return nil, retryLater(err, 5*time.Second)
 	case err != nil:
-		return nil, err
+		// The spool cannot be written (a full or read-only disk): the
+		// report is not queued, and the reporter must try again.
+		return nil, retryLater(fmt.Errorf("report not queued: %w", err), faultWait)
 	}
 	s.Log.Info("control: report queued", "user", user, "class", class, "source", source, "id", id, "size", len(raw))
 	return ReportResponse{ID: id}, nil

@@ -312,8 +312,23 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		Enqueue:    d.reports.Enqueue,
 		Pending:    d.reports.Len,
 		Classified: d.met.Classified,
+		Limits:     apiLimits(cfg.API),
 	})
 	return d.serve(ctx, hup)
+}
+
+// apiLimits are the control API's limits of the [api] section.
+func apiLimits(a config.API) control.Limits {
+	return control.Limits{
+		MaxMessage:     a.MaxMessageBytes,
+		MaxBatch:       a.MaxBatchBytes,
+		MaxRequests:    a.MaxRequests,
+		MaxTraining:    a.MaxTraining,
+		ReadTimeout:    a.ReadTimeout.Duration,
+		WriteTimeout:   a.WriteTimeout.Duration,
+		IdleTimeout:    a.IdleTimeout.Duration,
+		MaxConnections: a.MaxConnections,
+	}
 }
 
 // readToken reads the API's bearer token, "" without a file.
@@ -376,14 +391,10 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	errc := make(chan error, len(httpd)+3)
 	goSafe(d.log, "milter", errc, func() error { return d.ms.Serve(milterLn) })
 	for _, h := range httpd {
-		h.srv = &http.Server{
-			Handler:           h.h,
-			ConnContext:       control.ConnContext,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-		}
+		// Timeouts and a bound on connections on every listener.
+		h.srv = control.HTTPServer(h.h, apiLimits(cfg.API), slog.NewLogLogger(d.log.Handler(), slog.LevelWarn))
 		goSafe(d.log, h.name, errc, func() error {
-			if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := h.srv.Serve(control.Listener(h.ln, apiLimits(cfg.API))); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("%s: %w", h.name, err)
 			}
 			return nil
