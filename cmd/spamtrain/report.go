@@ -25,9 +25,13 @@ import (
 //
 // The daemon is found as for the other commands (--api, $SPAMD_API, the
 // socket of its configuration); there is no local fallback, since only
-// the daemon may write its store. While the daemon cannot be reached (a
-// restart), it tries again until the timeout, which stays well under
-// Dovecot's 10 s limit on a pipe.
+// the daemon may write its store. Whatever may pass (the daemon
+// restarting or busy, its spool unwritable for a moment: no answer, a 5xx,
+// 408 or 429) it tries again, waiting 50 ms, then twice as long each time
+// up to a second, or as long as the daemon's Retry-After says, until the
+// timeout, which stays well under Dovecot's 10 s limit on a pipe. Each
+// failed attempt is said on standard error, and a report that could not
+// be delivered is an error naming why: never dropped in silence.
 func runReport(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -77,21 +81,62 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	return deliver(ctx, e.stderr, func(ctx context.Context) error {
 		res, err := c.Report(ctx, *user, class, "spamtrain", raw)
 		if err == nil {
 			fmt.Fprintf(e.stdout, "report: %s for %s queued as %s\n", class, *user, res.ID)
+		}
+		return err
+	})
+}
+
+// Backoff of deliver: the first wait, the longest, and how long before
+// the timeout the last attempt is made.
+const (
+	firstWait  = 50 * time.Millisecond
+	maxWait    = time.Second
+	lastMoment = 10 * time.Millisecond
+)
+
+// deliver calls send until it succeeds, fails for good (control.Temporary
+// says no) or ctx ends, waiting between attempts with exponential backoff
+// or as long as the daemon asks (Retry-After), and saying each failure on
+// log. The error says the report was not delivered, and why.
+func deliver(ctx context.Context, log io.Writer, send func(context.Context) error) error {
+	wait := firstWait
+	for attempt := 1; ; attempt++ {
+		err := send(ctx)
+		if err == nil {
 			return nil
 		}
-		var ae *control.Error
-		if errors.As(err, &ae) && ae.Status != 503 {
-			return err // refused: trying again changes nothing
+		if ctx.Err() != nil {
+			return fmt.Errorf("report not delivered after %d attempts: %w", attempt, err)
 		}
+		if !control.Temporary(err) {
+			return fmt.Errorf("report not delivered: refused: %w", err)
+		}
+		next := wait
+		var ae *control.Error
+		if errors.As(err, &ae) && ae.RetryAfter > next {
+			next = ae.RetryAfter
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < next {
+			// Once more at the last moment rather than not at all, and
+			// no more after that.
+			next = time.Until(d) - lastMoment
+			if next <= 0 {
+				return fmt.Errorf("report not delivered after %d attempts: %w", attempt, err)
+			}
+		}
+		fmt.Fprintf(log, "spamtrain report: attempt %d failed (%v); trying again in %v\n", attempt, err, next.Round(time.Millisecond))
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("report not delivered: %w", err)
-		case <-time.After(wait):
+			t.Stop()
+			return fmt.Errorf("report not delivered after %d attempts: %w", attempt, err)
+		case <-t.C:
 		}
+		wait = min(2*wait, maxWait)
 	}
 }
 
