@@ -461,7 +461,7 @@ func TestPeerCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helper: %v\n%s", err, out)
 			}
-			var got struct{ Train, Classify, ClassifyGlobal, Report, Users int }
+			var got struct{ Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int }
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
 			}
@@ -471,6 +471,10 @@ func TestPeerCredentials(t *testing.T) {
 			}
 			if got.Users != tt.users {
 				t.Errorf("/v1/stats lists %d models, want %d", got.Users, tt.users)
+			}
+			// Maintenance reads and changes every model: the admins'.
+			if want := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[len(tt.admins) > 0]; got.Dump != want || got.Delete != want {
+				t.Errorf("dump %d, delete-user %d; want %d", got.Dump, got.Delete, want)
 			}
 			if want := map[bool]int{true: 1}[tt.report == http.StatusAccepted]; q.Len() != want {
 				t.Errorf("%d reports queued, want %d", q.Len(), want)
@@ -520,13 +524,15 @@ func TestHelperPeer(t *testing.T) {
 		t.Fatal(serr)
 	}
 	_, terr := c.Train(ctx, user, []Item{{Class: filter.Spam, Message: msg}})
+	derr := c.Dump(ctx, nil, io.Discard)
+	_, xerr := c.DeleteUsers(ctx, []string{"nobody-has-this-model"})
 	_, rerr := c.Report(ctx, user, filter.Spam, "", msg)
 	report := http.StatusAccepted // what the client answers nil for
 	if rerr != nil {
 		report = status(rerr)
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
-		"Report": report, "Users": len(st.Users)})
+		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr)})
 	io.WriteString(os.Stdout, "\n")
 }
 

@@ -47,6 +47,9 @@ type Options struct {
 	Filter func() *filter.Filter
 	// Size, if not nil, reports the store's size on disk.
 	Size func() (lsm, vlog int64)
+	// Compact, if not nil, compacts the store (POST /v1/admin/compact);
+	// without it the endpoint answers 501.
+	Compact func(ctx context.Context) error
 	// Dir is the store's directory, reported by stats.
 	Dir string
 	// Admins lists unix accounts that may train any user's model.
@@ -106,6 +109,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/forget", s.endpoint("forget", true, s.forget))
 	mux.Handle("POST /v1/train", s.endpoint("train", true, s.train))
 	mux.Handle("POST /v1/report", s.endpoint("report", true, s.report))
+	mux.Handle("GET /v1/admin/dump", s.endpoint("dump", true, s.dumpModels))
+	mux.Handle("POST /v1/admin/restore", s.endpoint("restore", true, s.restoreModels))
+	mux.Handle("POST /v1/admin/delete-user", s.endpoint("delete-user", true, s.deleteModels))
+	mux.Handle("POST /v1/admin/check", s.endpoint("check", true, s.checkModels))
+	mux.Handle("POST /v1/admin/compact", s.endpoint("compact", true, s.compact))
 	return mux
 }
 
@@ -188,6 +196,9 @@ func (s *Server) endpoint(name string, auth bool, h func(w http.ResponseWriter, 
 				w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, he.retryAfter).Round(time.Second)/time.Second)))
 			}
 			writeJSON(w, status, errorBody{err.Error()})
+			return
+		}
+		if _, ok := v.(written); ok {
 			return
 		}
 		if sc, ok := v.(interface{ status() int }); ok {

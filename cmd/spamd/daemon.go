@@ -154,6 +154,9 @@ type modelStore interface {
 
 type sizer interface{ Size() (lsm, vlog int64) }
 
+// compacter is a store that can give back disk space: Badger.
+type compacter interface{ Compact(context.Context) error }
+
 type staler interface{ Stale() (bool, uint64) }
 
 // openStore opens the store the configuration chooses.
@@ -300,9 +303,14 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if sz, ok := d.st.(sizer); ok {
 		size = sz.Size
 	}
+	var compact func(context.Context) error
+	if c, ok := d.st.(compacter); ok {
+		compact = c.Compact
+	}
 	d.api = control.NewServer(control.Options{
 		Filter:     current,
 		Size:       size,
+		Compact:    compact,
 		Dir:        cfg.Store.Dir,
 		Admins:     cfg.API.Admins,
 		Reporters:  cfg.API.Reporters,

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/dump"
 )
@@ -42,22 +43,37 @@ func userName(u string) string {
 	return u
 }
 
-func runDump(ctx context.Context, e *env, args []string) error {
+// dumpArgs are the parsed arguments of dump.
+type dumpArgs struct {
+	mf    modelFlags
+	users userList
+	out   string
+	gz    bool
+}
+
+func parseDumpArgs(e *env, args []string) (*dumpArgs, error) {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.registerStore(fs)
-	var users userList
-	fs.Var(&users, "user", "user whose model to dump, repeatable; \"\" is the global model (default: every model)")
-	out := fs.String("o", "-", "file to write, - for standard output; a name ending in .gz is compressed")
-	gz := fs.Bool("gzip", false, "compress with gzip")
+	a := &dumpArgs{}
+	a.mf.registerStore(fs)
+	fs.Var(&a.users, "user", "user whose model to dump, repeatable; \"\" is the global model (default: every model)")
+	fs.StringVar(&a.out, "o", "-", "file to write, - for standard output; a name ending in .gz is compressed")
+	fs.BoolVar(&a.gz, "gzip", false, "compress with gzip")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		return nil, usageError(err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: dump takes no arguments (give --user NAME)", errUsage)
+		return nil, fmt.Errorf("%w: dump takes no arguments (give --user NAME)", errUsage)
 	}
-	ch, err := mf.choose()
+	return a, nil
+}
+
+func runDump(ctx context.Context, e *env, args []string) error {
+	a, err := parseDumpArgs(e, args)
+	if err != nil {
+		return err
+	}
+	ch, err := a.mf.choose()
 	if err != nil {
 		return err
 	}
@@ -66,19 +82,72 @@ func runDump(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	names := users.names
-	if !users.set {
+	names := a.users.names
+	if !a.users.set {
 		if names, err = st.Users(ctx); err != nil {
 			return err
 		}
 	}
-	return writeDump(*out, *gz, e.stdout, func(w *dump.Writer) error {
+	return writeDump(a.out, a.gz, e.stdout, func(w *dump.Writer) error {
 		for _, u := range names {
 			if err := dump.Model(ctx, w, st, u); err != nil {
 				return err
 			}
 		}
 		return nil
+	})
+}
+
+// remoteDump dumps the models of the daemon's store. What the daemon
+// sends is read as a dump and written anew, so a dump the daemon could
+// not finish is an error here, not a file that looks whole.
+func remoteDump(ctx context.Context, e *env, c *control.Client, args []string) error {
+	a, err := parseDumpArgs(e, args)
+	if err != nil {
+		return err
+	}
+	var users []string
+	if a.users.set {
+		users = a.users.names
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(c.Dump(ctx, users, pw)) }()
+	defer pr.Close()
+	return writeDump(a.out, a.gz, e.stdout, func(w *dump.Writer) error {
+		r, err := dump.NewReader(pr)
+		if err != nil {
+			return err
+		}
+		for {
+			user, classes, err := r.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := w.Begin(user, classes); err != nil {
+				return err
+			}
+			if _, err := r.Record(); err != nil { // the header, which Begin wrote
+				return err
+			}
+			for {
+				rec, err := r.Record()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				if err := w.Write(rec); err != nil {
+					return err
+				}
+			}
+			if err := w.End(); err != nil {
+				return err
+			}
+		}
 	})
 }
 
@@ -135,34 +204,50 @@ func writeDump(path string, gz bool, stdout io.Writer, fill func(*dump.Writer) e
 	return nil
 }
 
-func runRestore(ctx context.Context, e *env, args []string) error {
+// restoreArgs are the parsed arguments of restore.
+type restoreArgs struct {
+	mf    modelFlags
+	users userList
+	as    string
+	path  string
+}
+
+func parseRestoreArgs(e *env, args []string) (*restoreArgs, error) {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.registerStore(fs)
-	var users userList
-	fs.Var(&users, "user", "restore only this user's model, repeatable; \"\" is the global model (default: every model in the dump)")
-	as := fs.String("as", "", "restore the one model chosen by --user under this user name instead")
+	a := &restoreArgs{}
+	a.mf.registerStore(fs)
+	fs.Var(&a.users, "user", "restore only this user's model, repeatable; \"\" is the global model (default: every model in the dump)")
+	fs.StringVar(&a.as, "as", "", "restore the one model chosen by --user under this user name instead")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		return nil, usageError(err)
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: restore reads one dump: FILE, or - for standard input", errUsage)
+		return nil, fmt.Errorf("%w: restore reads one dump: FILE, or - for standard input", errUsage)
 	}
-	if *as != "" {
-		if len(users.names) != 1 {
-			return fmt.Errorf("%w: --as renames one model: name it with one --user", errUsage)
+	a.path = fs.Arg(0)
+	if a.as != "" {
+		if len(a.users.names) != 1 {
+			return nil, fmt.Errorf("%w: --as renames one model: name it with one --user", errUsage)
 		}
-		if err := store.ValidUser(*as); err != nil {
-			return fmt.Errorf("%w: --as: %v", errUsage, err)
+		if err := store.ValidUser(a.as); err != nil {
+			return nil, fmt.Errorf("%w: --as: %v", errUsage, err)
 		}
 	}
-	in, closeIn, err := openInput(fs.Arg(0), e.stdin)
+	return a, nil
+}
+
+func runRestore(ctx context.Context, e *env, args []string) error {
+	a, err := parseRestoreArgs(e, args)
+	if err != nil {
+		return err
+	}
+	in, closeIn, err := openInput(a.path, e.stdin)
 	if err != nil {
 		return err
 	}
 	defer closeIn()
-	ch, err := mf.choose()
+	ch, err := a.mf.choose()
 	if err != nil {
 		return err
 	}
@@ -171,7 +256,32 @@ func runRestore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return restoreDump(ctx, e.stdout, st, in, &users, *as)
+	return restoreDump(ctx, e.stdout, st, in, &a.users, a.as)
+}
+
+// remoteRestore restores a dump into the daemon's store.
+func remoteRestore(ctx context.Context, e *env, c *control.Client, args []string) error {
+	a, err := parseRestoreArgs(e, args)
+	if err != nil {
+		return err
+	}
+	in, closeIn, err := openInput(a.path, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	var users []string
+	if a.users.set {
+		users = a.users.names
+	}
+	res, err := c.Restore(ctx, in, users, a.as)
+	for _, r := range res.Restored {
+		fmt.Fprintf(e.stdout, "%s: restored %d tokens and %d messages of classes %s\n", userName(r.User), r.Tokens, r.Seen, strings.Join(r.Classes, ", "))
+	}
+	if err != nil {
+		return fmt.Errorf("%w; no model is restored in part", err)
+	}
+	return nil
 }
 
 // restoreDump restores the models of the dump in that users wants into
@@ -253,26 +363,36 @@ func openInput(path string, in io.Reader) (io.Reader, func(), error) {
 	return f, func() { f.Close() }, nil
 }
 
-func runDeleteUser(ctx context.Context, e *env, args []string) error {
+// parseDeleteArgs parses the arguments of delete-user and returns the
+// users named.
+func parseDeleteArgs(e *env, args []string, mf *modelFlags) ([]string, error) {
 	fs := flag.NewFlagSet("delete-user", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	var mf modelFlags
 	mf.registerStore(fs)
 	global := fs.Bool("global", false, "delete the global model too")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		return nil, usageError(err)
 	}
 	names := fs.Args()
 	if *global {
 		names = append(names, "")
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("%w: name the users whose models to delete (--global for the global model)", errUsage)
+		return nil, fmt.Errorf("%w: name the users whose models to delete (--global for the global model)", errUsage)
 	}
 	for _, u := range names {
 		if err := store.ValidUser(u); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
+	}
+	return names, nil
+}
+
+func runDeleteUser(ctx context.Context, e *env, args []string) error {
+	var mf modelFlags
+	names, err := parseDeleteArgs(e, args, &mf)
+	if err != nil {
+		return err
 	}
 	ch, err := mf.choose()
 	if err != nil {
@@ -284,6 +404,32 @@ func runDeleteUser(ctx context.Context, e *env, args []string) error {
 	}
 	defer st.Close()
 	return deleteUsers(ctx, e.stdout, st, names)
+}
+
+// remoteDeleteUser deletes models of the daemon's store.
+func remoteDeleteUser(ctx context.Context, e *env, c *control.Client, args []string) error {
+	var mf modelFlags
+	names, err := parseDeleteArgs(e, args, &mf)
+	if err != nil {
+		return err
+	}
+	deleted, err := c.DeleteUsers(ctx, names)
+	if err != nil {
+		return err
+	}
+	for _, d := range deleted {
+		printDeleted(e.stdout, d.User, d.Messages, d.Tokens)
+	}
+	return nil
+}
+
+// printDeleted says what deleting user's model did.
+func printDeleted(out io.Writer, user string, messages, tokens uint64) {
+	if messages == 0 && tokens == 0 {
+		fmt.Fprintf(out, "%s: no model\n", userName(user))
+		return
+	}
+	fmt.Fprintf(out, "%s: deleted a model of %d messages and %d tokens\n", userName(user), messages, tokens)
 }
 
 // deleteUsers deletes the models of names from st, one line for each.
@@ -300,11 +446,7 @@ func deleteUsers(ctx context.Context, out io.Writer, st store.Store, names []str
 		for _, n := range t.Messages {
 			msgs += n
 		}
-		if msgs == 0 && t.Vocabulary == 0 {
-			fmt.Fprintf(out, "%s: no model\n", userName(u))
-			continue
-		}
-		fmt.Fprintf(out, "%s: deleted a model of %d messages and %d tokens\n", userName(u), msgs, t.Vocabulary)
+		printDeleted(out, u, msgs, t.Vocabulary)
 	}
 	return nil
 }

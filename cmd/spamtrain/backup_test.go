@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,5 +148,68 @@ func TestMigrateToRedis(t *testing.T) {
 	mustRun(t, "", "delete-user", "--redis", srv.Addr, "--global", "alice@example.org")
 	if got := mustRun(t, "", "dump", "--redis", srv.Addr); got != "spamd-dump 1\n" {
 		t.Errorf("after deleting every model the dump is %.200q", got)
+	}
+}
+
+// TestMaintenanceThroughDaemon runs the maintenance commands against a
+// store a daemon holds: each goes through its API, with the output it
+// has on a store of its own.
+func TestMaintenanceThroughDaemon(t *testing.T) {
+	isolate(t)
+	d := startDaemon(t)
+	api := "unix:" + d.sock
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	for _, user := range []string{"", "alice@example.org"} {
+		mustRun(t, "", "train", "--api", api, "--user", user, "--spam", spam, "--ham", ham)
+	}
+	// --db of the daemon's store finds the daemon through spamd's
+	// configuration, as without --db.
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[api]\nsocket = \""+d.sock+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SPAMD_CONFIG", cfg)
+	if out := mustRun(t, "", "check", "--db", d.dir); !strings.Contains(out, "(global): ok") || !strings.Contains(out, "alice@example.org: ok") {
+		t.Errorf("check through the daemon printed %q", out)
+	}
+	if out := mustRun(t, "", "compact", "--api", api); !strings.Contains(out, "compact: ") {
+		t.Errorf("compact printed %q", out)
+	}
+	file := filepath.Join(t.TempDir(), "model.dump")
+	mustRun(t, "", "dump", "--api", api, "-o", file)
+	first := mustRun(t, "", "dump", "--api", api)
+	if !strings.HasPrefix(first, "spamd-dump 1\nuser\n") || !strings.Contains(first, "\nuser alice@example.org\n") {
+		t.Fatalf("the dump through the daemon starts %.60q", first)
+	}
+	if alice := mustRun(t, "", "dump", "--api", api, "--user", "alice@example.org"); strings.Contains(alice, "\nuser\n") || !strings.Contains(first, strings.TrimPrefix(alice, "spamd-dump 1\n")) {
+		t.Error("the dump of one user is not that user's section of the whole")
+	}
+
+	code, _, errOut := spamtrain(t, "", "restore", "--api", api, file)
+	if code != 1 || !strings.Contains(errOut, "exists") {
+		t.Errorf("restore over the models: exit %d: %s", code, errOut)
+	}
+	out := mustRun(t, "", "delete-user", "--api", api, "alice@example.org")
+	if !strings.Contains(out, "alice@example.org: deleted a model of 40 messages") {
+		t.Errorf("delete-user printed %q", out)
+	}
+	out = mustRun(t, "", "restore", "--api", api, "--user", "alice@example.org", file)
+	if !strings.Contains(out, "alice@example.org: restored") {
+		t.Errorf("restore printed %q", out)
+	}
+	if again := mustRun(t, "", "dump", "--api", api); again != first {
+		t.Error("dump → delete → restore → dump through the daemon differs")
+	}
+	mustRun(t, "", "check", "--api", api)
+
+	// A damaged dump restores nothing, and says so.
+	mustRun(t, "", "delete-user", "--api", api, "alice@example.org")
+	cut := first[:strings.LastIndex(first, "\nend ")+1]
+	code, _, errOut = spamtrain(t, cut, "restore", "--api", api, "--user", "alice@example.org", "-")
+	if code != 1 || !strings.Contains(errOut, "cut short") {
+		t.Errorf("restore of a cut dump: exit %d: %s", code, errOut)
+	}
+	if d := mustRun(t, "", "dump", "--api", api, "--user", "alice@example.org"); strings.Contains(d, "\nt ") {
+		t.Error("a cut dump left a model in part")
 	}
 }

@@ -265,9 +265,6 @@ func TestRobustCLI(t *testing.T) {
 		})
 	}
 	for _, c := range commands {
-		if c.name == "report" {
-			continue // TODO(report -h): its flag errors are not yet usageError
-		}
 		code, out, errOut := spamtrain(t, "", c.name, "-h")
 		if code != 0 || !strings.Contains(errOut, "Usage of "+c.name) || out != "" {
 			t.Errorf("%s -h: exit %d, stdout %q, stderr %.80q", c.name, code, out, errOut)

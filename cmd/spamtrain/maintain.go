@@ -127,6 +127,51 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// remoteCheck checks the models of the daemon's store.
+func remoteCheck(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return usageError(err)
+	}
+	res, err := c.Check(ctx)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	for _, r := range res {
+		if r.Error != "" {
+			bad++
+			fmt.Fprintf(e.stdout, "%s: %s\n", userName(r.User), r.Error)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: ok\n", userName(r.User))
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d models inconsistent", bad, len(res))
+	}
+	return nil
+}
+
+// remoteCompact compacts the daemon's store.
+func remoteCompact(ctx context.Context, e *env, c *control.Client, args []string) error {
+	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var mf modelFlags
+	mf.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return usageError(err)
+	}
+	res, err := c.Compact(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(res.Before)/(1<<20), float64(res.After)/(1<<20))
+	return nil
+}
+
 func runCompact(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

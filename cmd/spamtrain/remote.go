@@ -1,7 +1,8 @@
 package main
 
 // Badger admits one process per store, so while spamd runs, train,
-// forget, classify and stats go through its control API instead of
+// forget, classify, stats and the maintenance commands (check, compact,
+// dump, restore, delete-user) go through its control API instead of
 // opening the store. A Redis model (--redis, $SPAMD_REDIS, or a
 // configuration whose [store] backend is redis) admits any number of
 // processes, and commands use it directly. The daemon is found by, in
@@ -41,10 +42,15 @@ type remoteRun func(ctx context.Context, e *env, c *control.Client, args []strin
 
 // remoteRuns are the commands that work through the daemon.
 var remoteRuns = map[string]remoteRun{
-	"train":    remoteTrain,
-	"forget":   remoteForget,
-	"classify": remoteClassify,
-	"stats":    remoteStats,
+	"train":       remoteTrain,
+	"forget":      remoteForget,
+	"classify":    remoteClassify,
+	"stats":       remoteStats,
+	"check":       remoteCheck,
+	"compact":     remoteCompact,
+	"dump":        remoteDump,
+	"restore":     remoteRestore,
+	"delete-user": remoteDeleteUser,
 }
 
 func init() {

@@ -33,7 +33,7 @@ func startDaemon(t *testing.T) daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Dir: d.dir})
+	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Compact: st.Compact, Dir: d.dir})
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	api := fs.String("api", os.Getenv("SPAMD_API"), "the daemon's API: unix:/PATH or tcp://HOST:PORT (default $SPAMD_API, else its configuration's socket)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError(err)
 	}
 	if *spam == *ham {
 		return fmt.Errorf("%w: say --spam or --ham", errUsage)

@@ -1,0 +1,132 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// usersQuery names users as the maintenance endpoints take them.
+func usersQuery(users []string) url.Values {
+	q := url.Values{}
+	for _, u := range users {
+		q.Add("user", u)
+	}
+	return q
+}
+
+// stream sends one request whose body is body (nil for none) and returns
+// the response, or the daemon's error for a status it answers with one
+// and that is not in ok.
+func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body io.Reader, ok ...int) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("spamd at %s: %w", c.addr, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return resp, nil
+		}
+	}
+	defer resp.Body.Close()
+	var e errorBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
+		e.Error = resp.Status
+	}
+	ae := &Error{Status: resp.StatusCode, Message: e.Error}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+		ae.RetryAfter = time.Duration(min(s, 3600)) * time.Second
+	}
+	return nil, ae
+}
+
+// Dump writes the dump of the named users' models to w, every model when
+// users is nil. A dump cut short by a failure in the daemon lacks its
+// end line, and restore refuses it; the caller checks it with a
+// dump.Reader.
+func (c *Client) Dump(ctx context.Context, users []string, w io.Writer) error {
+	var q url.Values
+	if users != nil {
+		q = usersQuery(users)
+	}
+	resp, err := c.stream(ctx, http.MethodGet, "/v1/admin/dump", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("dump from spamd at %s: %w", c.addr, err)
+	}
+	return nil
+}
+
+// Restore sends the dump r holds to be restored: the models of users, or
+// every model of the dump when users is nil; as renames the one model
+// users names. It returns what was restored, and with an error what
+// stopped the restore.
+func (c *Client) Restore(ctx context.Context, r io.Reader, users []string, as string) (RestoreResult, error) {
+	var q url.Values
+	if users != nil {
+		q = usersQuery(users)
+	}
+	if as != "" {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("as", as)
+	}
+	resp, err := c.stream(ctx, http.MethodPost, "/v1/admin/restore", q, r,
+		http.StatusConflict, http.StatusBadRequest, http.StatusNotFound, http.StatusServiceUnavailable, http.StatusInternalServerError)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer resp.Body.Close()
+	var out RestoreResult
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("restore: decode answer (HTTP %d): %w", resp.StatusCode, err)
+	}
+	if out.Error != "" || resp.StatusCode/100 != 2 {
+		return out, &Error{Status: resp.StatusCode, Message: out.Error}
+	}
+	return out, nil
+}
+
+// DeleteUsers deletes the models of users ("" is the global model).
+func (c *Client) DeleteUsers(ctx context.Context, users []string) ([]Deleted, error) {
+	var out []Deleted
+	err := c.do(ctx, http.MethodPost, "/v1/admin/delete-user", usersQuery(users), []byte{}, &out)
+	return out, err
+}
+
+// Check checks every model.
+func (c *Client) Check(ctx context.Context) ([]Checked, error) {
+	var out []Checked
+	err := c.do(ctx, http.MethodPost, "/v1/admin/check", nil, []byte{}, &out)
+	return out, err
+}
+
+// Compact compacts the store and returns its size before and after.
+func (c *Client) Compact(ctx context.Context) (Compacted, error) {
+	var out Compacted
+	err := c.do(ctx, http.MethodPost, "/v1/admin/compact", nil, []byte{}, &out)
+	return out, err
+}
