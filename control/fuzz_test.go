@@ -193,6 +193,11 @@ func FuzzRequest(f *testing.F) {
 			req("PUT", "/v1/learn", nil),
 			req("POST", "/v1/train", nil, "Transfer-Encoding: chunked"),
 			req("OPTIONS", "*", nil),
+			req("GET", "/v1/admin/dump?user=bob&user=", nil),
+			req("POST", "/v1/admin/restore?user=bob&as=carol", []byte("spamd-dump 1\nuser bob\nclasses spam\nt 0000000000000001 1 0\nend tokens=1 seen=0 messages=0 counts=1\n")),
+			req("POST", "/v1/admin/delete-user?user=carol", nil),
+			req("POST", "/v1/admin/check", nil),
+			req("POST", "/v1/admin/compact", nil),
 		} {
 			f.Add(peer, r)
 		}
@@ -218,6 +223,13 @@ func FuzzRequest(f *testing.F) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		status := w.Code
+		if status == 200 && w.Header().Get("Content-Type") == "text/plain; charset=utf-8" {
+			// A dump, streamed.
+			if r.URL.Path != "/v1/admin/dump" || !bytes.HasPrefix(w.Body.Bytes(), []byte("spamd-dump 1\n")) {
+				t.Fatalf("text for %q: %q", raw, w.Body.Bytes())
+			}
+			return
+		}
 		if w.Header().Get("Content-Type") != "application/json" {
 			// The mux's own answer, before any endpoint: a path it
 			// serves nothing at or redirects to its clean form, a method
@@ -227,7 +239,7 @@ func FuzzRequest(f *testing.F) {
 			}
 			return
 		}
-		documented := []int{200, 202, 400, 401, 403, 408, 413, 503}
+		documented := []int{200, 202, 400, 401, 403, 404, 408, 409, 413, 501, 503}
 		if !slices.Contains(documented, status) {
 			t.Fatalf("status %d for %q: %s", status, raw, w.Body.Bytes())
 		}

@@ -143,6 +143,12 @@ func (s *Server) restoreModels(w http.ResponseWriter, r *http.Request) (any, err
 			return nil, fail(http.StatusBadRequest, errors.New("as renames one model: name it with one user parameter"))
 		}
 	}
+	// A restore writes as training does: it takes a training slot.
+	release, err := s.withBody(r, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	http.NewResponseController(w).SetReadDeadline(time.Now().Add(maintenanceTime))
 	// A store restores under its write lock, which the milter's
 	// autolearn waits for: the dump is read from a local file, at disk
@@ -208,6 +214,11 @@ func (s *Server) restoreModels(w http.ResponseWriter, r *http.Request) (any, err
 	return out, nil
 }
 
+// DeleteResult answers POST /v1/admin/delete-user.
+type DeleteResult struct {
+	Deleted []Deleted `json:"deleted"`
+}
+
 // Deleted is what POST /v1/admin/delete-user did to one model.
 type Deleted struct {
 	User     string `json:"user"`
@@ -228,7 +239,7 @@ func (s *Server) deleteModels(_ http.ResponseWriter, r *http.Request) (any, erro
 		return nil, fail(http.StatusBadRequest, errors.New("name the models to delete with user parameters (user= is the global model)"))
 	}
 	st := s.Filter().Store()
-	out := []Deleted{}
+	out := DeleteResult{Deleted: []Deleted{}}
 	for _, u := range users {
 		t, err := st.Totals(r.Context(), u)
 		if err != nil {
@@ -242,9 +253,14 @@ func (s *Server) deleteModels(_ http.ResponseWriter, r *http.Request) (any, erro
 			d.Messages += n
 		}
 		s.Log.Info("control: model deleted", "user", u, "messages", d.Messages, "tokens", d.Tokens)
-		out = append(out, d)
+		out.Deleted = append(out.Deleted, d)
 	}
 	return out, nil
+}
+
+// CheckResult answers POST /v1/admin/check.
+type CheckResult struct {
+	Models []Checked `json:"models"`
 }
 
 // Checked is the verdict of POST /v1/admin/check on one model: "" when
@@ -264,7 +280,7 @@ func (s *Server) checkModels(_ http.ResponseWriter, r *http.Request) (any, error
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
-	out := []Checked{}
+	out := CheckResult{Models: []Checked{}}
 	for _, u := range users {
 		c := Checked{User: u}
 		if err := st.Check(r.Context(), u); errors.Is(err, store.ErrInconsistent) {
@@ -272,7 +288,7 @@ func (s *Server) checkModels(_ http.ResponseWriter, r *http.Request) (any, error
 		} else if err != nil {
 			return nil, fmt.Errorf("check %q: %w", u, err)
 		}
-		out = append(out, c)
+		out.Models = append(out.Models, c)
 	}
 	return out, nil
 }

@@ -112,16 +112,16 @@ func (c *Client) Restore(ctx context.Context, r io.Reader, users []string, as st
 
 // DeleteUsers deletes the models of users ("" is the global model).
 func (c *Client) DeleteUsers(ctx context.Context, users []string) ([]Deleted, error) {
-	var out []Deleted
+	var out DeleteResult
 	err := c.do(ctx, http.MethodPost, "/v1/admin/delete-user", usersQuery(users), []byte{}, &out)
-	return out, err
+	return out.Deleted, err
 }
 
 // Check checks every model.
 func (c *Client) Check(ctx context.Context) ([]Checked, error) {
-	var out []Checked
+	var out CheckResult
 	err := c.do(ctx, http.MethodPost, "/v1/admin/check", nil, []byte{}, &out)
-	return out, err
+	return out.Models, err
 }
 
 // Compact compacts the store and returns its size before and after.
