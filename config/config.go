@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spamd/spamd/identity"
+	"github.com/spamd/spamd/store"
 )
 
 // DefaultPath is where spamd and spamtrain look for the configuration
@@ -352,6 +354,12 @@ type Watch struct {
 	// events missed: an overflowing event queue, or a file system that
 	// sends none (NFS).
 	Rescan Duration `toml:"rescan"`
+	// Domain is the mail domain of folders named by a bare account
+	// (%u = "alice", system users), so that under [milter] users =
+	// "address" a folder's moves train alice@Domain, the model the
+	// milter classifies alice's mail with. "" for folders named by
+	// address.
+	Domain string `toml:"domain"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -557,8 +565,8 @@ func (c Config) Validate() error {
 	if m.MaxSize < 0 {
 		return bad("milter.max_size", "must not be negative")
 	}
-	if !slices.Contains([]string{"address", "localpart", "global"}, m.Users) {
-		return bad("milter.users", "want address, localpart or global, not %q", m.Users)
+	if _, err := identity.Parse(m.Users); err != nil {
+		return bad("milter.users", "%v", err)
 	}
 	if m.Explain < 0 || m.Explain > 10 {
 		return bad("milter.explain", "must be 0 to 10, not %d", m.Explain)
@@ -638,6 +646,9 @@ func (c Config) Validate() error {
 		if t == "" || t == "." || t == ".." || strings.ContainsAny(t, "/\x00") {
 			return bad("watch.trash", "%q is not a folder's directory name", t)
 		}
+	}
+	if d := c.Watch.Domain; d != "" && (strings.ContainsAny(d, "@") || store.ValidUser("a@"+d) != nil || d != strings.ToLower(d)) {
+		return bad("watch.domain", "%q is not a lower-case mail domain", d)
 	}
 	if c.Watch.Rescan.Duration < time.Second {
 		return bad("watch.rescan", "must be at least 1s, not %v", c.Watch.Rescan)

@@ -67,6 +67,10 @@ type Options struct {
 	// (POST /v1/report) and returns its id; without it the endpoint
 	// answers 404.
 	Enqueue func(ctx context.Context, r reportq.Report) (string, error)
+	// ReportModel, if not nil, names the model a report's user (as the
+	// mail side names it: Dovecot's %u) corrects, by the site's naming
+	// rule (identity.Rule.Folder); ok false refuses the report.
+	ReportModel func(user string) (model string, ok bool)
 	// Pending, if not nil, counts the reports queued and not yet
 	// applied, for stats.
 	Pending func() int
@@ -669,6 +673,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	if err := s.mayReport(r, user); err != nil {
 		return nil, fail(http.StatusForbidden, err)
+	}
+	if s.ReportModel != nil {
+		// The mail side names users as Dovecot does; the model is the
+		// one the milter names by the same rule.
+		model, ok := s.ReportModel(user)
+		if !ok {
+			return nil, fail(http.StatusBadRequest, fmt.Errorf("user %q names no model that mail is classified with (see [milter] users and [watch] domain)", user))
+		}
+		user = model
 	}
 	release, err := s.withBody(r, false)
 	if err != nil {

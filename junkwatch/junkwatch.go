@@ -96,6 +96,11 @@ type Options struct {
 	Rescan time.Duration
 	// Report is given every report. It should return quickly (enqueue).
 	Report func(ctx context.Context, r reportq.Report) error
+	// Model names the model a folder's user (its %u) corrects, by the
+	// site's naming rule (identity.Rule.Folder); ok false means none
+	// that mail is classified with, and the move is not reported. Nil
+	// means the folder's name.
+	Model func(user string) (model string, ok bool)
 	// Log receives a line per report and every trouble.
 	Log *slog.Logger
 }
@@ -645,12 +650,23 @@ func readFile(path string) ([]byte, error) {
 
 // report hands a report on.
 func (w *Watcher) report(ctx context.Context, u *user, class string, raw []byte, path string) {
-	err := w.opts.Report(ctx, reportq.Report{User: u.name, Class: class, Source: Source, Message: raw})
+	model := u.name
+	if w.opts.Model != nil {
+		var ok bool
+		if model, ok = w.opts.Model(u.name); !ok {
+			// Training a model nothing classifies with would look like
+			// learning and change nothing.
+			w.opts.Log.Warn("junkwatch: not reported: the folder's user names no model the milter reads (see [milter] users and [watch] domain)",
+				"folder_user", u.name, "class", class, "path", path)
+			return
+		}
+	}
+	err := w.opts.Report(ctx, reportq.Report{User: model, Class: class, Source: Source, Message: raw})
 	if err != nil {
-		w.opts.Log.Error("junkwatch: report not queued", "user", u.name, "class", class, "path", path, "err", err)
+		w.opts.Log.Error("junkwatch: report not queued", "user", model, "class", class, "path", path, "err", err)
 		return
 	}
-	w.opts.Log.Info("junkwatch: reported", "user", u.name, "class", class, "path", path)
+	w.opts.Log.Info("junkwatch: reported", "user", model, "folder_user", u.name, "class", class, "path", path)
 }
 
 // reconcile lists u's folders again: new folders are watched, files that

@@ -283,8 +283,14 @@ func (b *logBuffer) watching(t *testing.T, user string) {
 // ends, once it watches every user of m, and returns its log.
 func start(t *testing.T, m *mailboxes, report func(context.Context, reportq.Report) error) *logBuffer {
 	t.Helper()
+	return startWith(t, m, Options{Report: report})
+}
+
+// startWith is start with o's Report and Model.
+func startWith(t *testing.T, m *mailboxes, o Options) *logBuffer {
+	t.Helper()
 	log := &logBuffer{}
-	w, err := New(Options{Pattern: m.pattern(), Trash: []string{".Trash"}, Rescan: time.Hour, Report: report,
+	w, err := New(Options{Pattern: m.pattern(), Trash: []string{".Trash"}, Rescan: time.Hour, Report: o.Report, Model: o.Model,
 		Log: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -479,4 +485,27 @@ func FuzzSizeInName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestModelNaming checks that a folder's moves train the model the
+// site's naming rule gives its user, and none when it gives none.
+func TestModelNaming(t *testing.T) {
+	m := newMailboxes(t, "alice", "bob")
+	rs := newReports()
+	model := func(user string) (string, bool) {
+		if user == "alice" {
+			return "alice@example.org", true
+		}
+		return "", false
+	}
+	log := startWith(t, m, Options{Report: rs.report, Model: model})
+	p := m.deliver(m.folder("alice", ""), message(1, ""))
+	m.move(p, m.folder("alice", ".Junk"), false)
+	rs.expect(t, "alice@example.org:spam:body 1")
+	p = m.deliver(m.folder("bob", ""), message(2, ""))
+	m.move(p, m.folder("bob", ".Junk"), false)
+	waitFor(t, func() bool { return strings.Contains(log.String(), "not reported") })
+	if got := rs.list(); len(got) != 0 {
+		t.Errorf("reports %q: bob's move names no model and must not be reported", got)
+	}
 }

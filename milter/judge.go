@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/nb"
-	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
 )
 
@@ -233,17 +232,8 @@ func (m *message) models(ctx context.Context, f *filter.Filter) ([]string, error
 	return users, nil
 }
 
-// userOf names the user a recipient's model belongs to, "" if none:
-// the address lower-cased, or its local part.
+// userOf names the user a recipient's model belongs to, "" if none, by
+// the site's one naming rule (package identity).
 func userOf(rcpt, mode string) string {
-	u := strings.ToLower(strings.Trim(rcpt, "<> "))
-	if mode == "localpart" {
-		if i := strings.LastIndexByte(u, '@'); i >= 0 {
-			u = u[:i]
-		}
-	}
-	if store.ValidUser(u) != nil {
-		return ""
-	}
-	return u
+	return identity.Rule(mode).Of(rcpt)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/junkwatch"
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
@@ -154,6 +155,31 @@ type modelStore interface {
 
 type sizer interface{ Size() (lsm, vlog int64) }
 
+// warnIdentity says at start when the watcher's folders and the milter
+// can never name the same user, so that Junk moves would train models
+// nothing classifies with (they are then not reported).
+func warnIdentity(log *slog.Logger, pat junkwatch.Pattern, rule identity.Rule, domain string) {
+	if rule == identity.Global {
+		log.Warn("junkwatch: [milter] users = \"global\" gives no user a model of their own: Junk folder moves are not learned")
+		return
+	}
+	if rule != identity.Address || domain != "" {
+		return
+	}
+	users, _, err := pat.Users()
+	if err != nil || len(users) == 0 {
+		return
+	}
+	for _, u := range users {
+		if strings.Contains(u, "@") {
+			return
+		}
+	}
+	log.Warn("junkwatch: the Junk folders are named by account (such as "+users[0]+"), the milter names users by address: "+
+		"set [watch] domain, or [milter] users = \"localpart\"; until then Junk folder moves are not learned",
+		"pattern", pat.String())
+}
+
 // compacter is a store that can give back disk space: Badger.
 type compacter interface{ Compact(context.Context) error }
 
@@ -280,13 +306,18 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return fmt.Errorf("%w (give another directory with [reports] spool)", err)
 	}
 	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.met.applied}
+	// One naming rule for the milter, the watcher and the report
+	// channel: a correction trains the model mail is classified with.
+	rule := identity.Rule(cfg.Milter.Users)
+	model := func(user string) (string, bool) { return rule.Folder(user, cfg.Watch.Domain) }
 	if cfg.Watch.Junk != "" {
 		pat, err := junkwatch.ParsePattern(cfg.Watch.Junk)
 		if err != nil {
 			return err
 		}
+		warnIdentity(logger, pat, rule, cfg.Watch.Domain)
 		d.watcher, err = junkwatch.New(junkwatch.Options{Pattern: pat, Trash: cfg.Watch.Trash, Rescan: cfg.Watch.Rescan.Duration,
-			Log: logger, Report: func(ctx context.Context, r reportq.Report) error {
+			Log: logger, Model: model, Report: func(ctx context.Context, r reportq.Report) error {
 				_, err := d.reports.Enqueue(ctx, r)
 				return err
 			}})
@@ -308,19 +339,20 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		compact = c.Compact
 	}
 	d.api = control.NewServer(control.Options{
-		Filter:     current,
-		Size:       size,
-		Compact:    compact,
-		Dir:        cfg.Store.Dir,
-		Admins:     cfg.API.Admins,
-		Reporters:  cfg.API.Reporters,
-		Token:      token,
-		Log:        logger,
-		Observer:   d.met,
-		Enqueue:    d.reports.Enqueue,
-		Pending:    d.reports.Len,
-		Classified: d.met.Classified,
-		Limits:     apiLimits(cfg.API),
+		Filter:      current,
+		Size:        size,
+		Compact:     compact,
+		Dir:         cfg.Store.Dir,
+		ReportModel: model,
+		Admins:      cfg.API.Admins,
+		Reporters:   cfg.API.Reporters,
+		Token:       token,
+		Log:         logger,
+		Observer:    d.met,
+		Enqueue:     d.reports.Enqueue,
+		Pending:     d.reports.Len,
+		Classified:  d.met.Classified,
+		Limits:      apiLimits(cfg.API),
 	})
 	return d.serve(ctx, hup)
 }

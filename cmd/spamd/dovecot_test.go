@@ -21,6 +21,7 @@ import (
 
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/identity"
 )
 
 // needDovecot returns the dovecot and sievec commands, or skips the test
@@ -208,6 +209,7 @@ listen = ""
 [watch]
 junk = %q
 rescan = "1s"
+domain = "example.org"
 `, filepath.Join(base, "spamd", "db"), freePort(t), sock, nobody.Username, filepath.Join(base, "mail", "%u", "Maildir", ".Junk")))
 	var logs lockedBuffer
 	daemon := exec.Command(spamd, "--config", cfgPath)
@@ -241,7 +243,7 @@ rescan = "1s"
 	if _, err := api.Train(ctx, "", items); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.Train(ctx, "bob", items[:4]); err != nil {
+	if _, err := api.Train(ctx, "bob@example.org", items[:4]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -321,14 +323,18 @@ rescan = "1s"
 		}
 		return map[string]uint64{}
 	}
-	bob := counts(t, "bob")
+	// Dovecot's users are alice and bob; the milter names recipients by
+	// address ([milter] users, by default), and [watch] domain makes
+	// their folders' moves train the same models.
+	const alice = "alice@example.org"
+	bob := counts(t, "bob@example.org")
 	check := func(t *testing.T, spam, ham uint64) {
 		t.Helper()
-		got := counts(t, "alice")
+		got := counts(t, alice)
 		if got[filter.Spam] != spam || got[filter.Ham] != ham {
 			t.Errorf("alice's model holds %v, want spam %d ham %d", got, spam, ham)
 		}
-		if got := counts(t, "bob"); got[filter.Spam] != bob[filter.Spam] || got[filter.Ham] != bob[filter.Ham] {
+		if got := counts(t, "bob@example.org"); got[filter.Spam] != bob[filter.Spam] || got[filter.Ham] != bob[filter.Ham] {
 			t.Errorf("bob's model changed: %v → %v", bob, got)
 		}
 	}
@@ -366,6 +372,11 @@ rescan = "1s"
 		check(t, 1, 0)
 	})
 	c.cmd(t, "LOGOUT")
+	// The model the moves trained is the one the milter names for mail
+	// to alice: it knows the message as spam.
+	if v, err := api.Classify(ctx, identity.Address.Of("<Alice@Example.org>"), msg, 0); err != nil || v.TrainedAs != filter.Spam {
+		t.Errorf("the milter's model of alice knows the moved message as %q (%v), want spam", v.TrainedAs, err)
+	}
 	// Three moves into or out of Junk but to Trash, each reported by
 	// both channels; the store counted each once.
 	applied := map[string]int{}

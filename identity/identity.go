@@ -1,0 +1,82 @@
+// Package identity is the one rule that names a mail user's model, shared
+// by the milter (recipients), the Junk-folder watcher (mail folders) and
+// the API's report channel (IMAPSieve), so that the model a user's
+// correction trains is the model their mail is classified with.
+//
+// The rule is spamd's [milter] users setting:
+//
+//   - "address": the address, lower-cased: alice@example.org;
+//   - "localpart": the part before '@', lower-cased: alice;
+//   - "global": no user's own model; everyone has the global one.
+//
+// A mail folder is named as Dovecot's %u names it: the whole user name,
+// an address for virtual users or a bare account name for system users.
+// A bare name becomes an address with the site's domain ([watch] domain)
+// when the rule wants addresses.
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spamd/spamd/store"
+)
+
+// Rule names mail users' models.
+type Rule string
+
+// The rules.
+const (
+	Address   Rule = "address"
+	LocalPart Rule = "localpart"
+	Global    Rule = "global"
+)
+
+// ErrRule is wrapped by the error of an unknown rule.
+var ErrRule = errors.New("unknown user naming rule")
+
+// Parse returns the rule s names.
+func Parse(s string) (Rule, error) {
+	switch r := Rule(s); r {
+	case Address, LocalPart, Global:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w %q: want address, localpart or global", ErrRule, s)
+}
+
+// Of returns the model name of the mail user name, an address or a bare
+// account name ("<" and ">" around it are dropped): "" for the global
+// model, under Global, and for a name that is no valid model name, which
+// then has no model of its own.
+func (r Rule) Of(name string) string {
+	if r == Global {
+		return ""
+	}
+	u := strings.ToLower(strings.Trim(name, "<> "))
+	if r == LocalPart {
+		if i := strings.LastIndexByte(u, '@'); i >= 0 {
+			u = u[:i]
+		}
+	}
+	if u == "" || store.ValidUser(u) != nil {
+		return ""
+	}
+	return u
+}
+
+// Folder names the model of a mail folder's user, as Of does, a bare
+// account name taking domain (when not "") under Address. ok is false
+// when the folder can name no model under the rule: a bare name under
+// Address without a domain, which the milter never names, or any folder
+// under Global.
+func (r Rule) Folder(user, domain string) (model string, ok bool) {
+	if r == Address && !strings.Contains(user, "@") {
+		if domain == "" {
+			return "", false
+		}
+		user += "@" + domain
+	}
+	model = r.Of(user)
+	return model, model != ""
+}
