@@ -126,6 +126,7 @@ func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) dec
 		Score:       v.Score,
 		Required:    fc.Required(),
 		Signature:   v.Digest,
+		Fields:      m.fields,
 	}
 	if v.Toward != nil {
 		r.Spammy = names(v.Toward[fc.Positive])

@@ -44,7 +44,11 @@ type message struct {
 	spoofs     []spoof
 	spoofIndex map[string]int
 	forged     int
-	subject    *string // the first Subject field's value
+	// fields counts the header fields the delivered copy keeps (all but
+	// the forged ones), for X-Spamd-Result: a report of that copy can
+	// then tell the fields added after the milter from the message's.
+	fields  int
+	subject *string // the first Subject field's value
 	// broken says why the message gets the failure action: a callback
 	// panicked.
 	broken string
@@ -250,6 +254,9 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	if spoofable(name) && !m.noteSpoof(name) {
 		m.overLimit(fmt.Sprintf("more than max_spoofed_headers (%d) X-Spam-* fields", lim.MaxSpoofedHeaders))
 		return nil, nil
+	}
+	if !spoofable(name) {
+		m.fields++
 	}
 	switch {
 	case m.subject == nil && strings.EqualFold(name, "Subject"):

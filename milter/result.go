@@ -73,6 +73,11 @@ type Result struct {
 	// Signature is the message's digest (tokenize.Digest) as the milter
 	// received it, so that a later report can find it.
 	Signature [32]byte
+	// Fields is the number of header fields of the message as the milter
+	// received it (forged X-Spam* fields, which it removes, left out); 0
+	// if unknown. Fields added after the milter (Received and
+	// Return-Path by the delivery agent) are those above them.
+	Fields int
 	// Learned is the class the message was trained as on delivery
 	// (autolearn), "" if it was not.
 	Learned string
@@ -91,6 +96,9 @@ func (r Result) String() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "; p=%.6f; score=%.2f; required=%.2f; sig=%x", r.Probability, r.Score, r.Required, r.Signature)
+	if r.Fields > 0 {
+		fmt.Fprintf(&b, "; fields=%d", r.Fields)
+	}
 	if r.Learned != "" {
 		b.WriteString("; learned=")
 		b.WriteString(r.Learned)
@@ -167,6 +175,11 @@ func ParseResult(s string) (Result, error) {
 			}
 			copy(r.Signature[:], b)
 			sig = true
+		case "fields":
+			r.Fields, err = strconv.Atoi(value)
+			if err == nil && r.Fields < 0 {
+				err = fmt.Errorf("%d fields", r.Fields)
+			}
 		case "learned":
 			r.Learned = value
 			if store.ValidClass(value) != nil {

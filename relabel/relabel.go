@@ -58,6 +58,10 @@ type Applier struct {
 	Log *slog.Logger
 	// Applied, if not nil, is told about each report applied.
 	Applied func(Outcome)
+	// SubjectTag, if not nil, returns the tag the milter puts on the
+	// Subject of spam, so that a report of a delivered copy is undone to
+	// the message the milter saw (milter.Original).
+	SubjectTag func() string
 }
 
 // Apply applies r. Errors that retrying cannot mend (the message does not
@@ -71,7 +75,18 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 	if res, err := milter.ResultOf(r.Message); err == nil && res.Verdict != milter.Skipped {
 		o.Verdict, o.Learned, sig = res.Verdict, res.Learned, res.Signature
 	}
-	d, res, err := a.Filter().Relabel(ctx, r.User, r.Message, r.Class, sig)
+	// The delivered copy has fields the path added and perhaps a tagged
+	// Subject: untraining it as it is would take away features that were
+	// never trained and leave some that were.
+	msg := r.Message
+	tag := ""
+	if a.SubjectTag != nil {
+		tag = a.SubjectTag()
+	}
+	if orig, ok := milter.Original(msg, tag); ok {
+		msg = orig
+	}
+	d, res, err := a.Filter().Relabel(ctx, r.User, msg, r.Class, sig)
 	switch {
 	case errors.Is(err, tokenize.ErrMalformed), errors.Is(err, store.ErrInvalidUser),
 		errors.Is(err, store.ErrInvalidClass), errors.Is(err, filter.ErrUnknownClass):

@@ -151,3 +151,55 @@ func TestApplyRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliveredCopy learns a message at delivery, as autolearn does, then
+// reports the delivered copy (a Received, a Return-Path and a Delivered-To
+// more, the milter's fields, a tagged Subject) as the other class: the
+// message must be relabeled, never counted twice, and every feature's
+// counts must be those of the original trained as that class.
+func TestDeliveredCopy(t *testing.T) {
+	ctx := context.Background()
+	_, orig, _ := bytes.Cut(sample(t, "spam")[0], []byte("\n")) // without the mbox "From " line
+	st := store.NewMemory()
+	f, err := filter.New(st, filter.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Learn(ctx, "alice", orig, filter.Ham); err != nil { // autolearned at delivery
+		t.Fatal(err)
+	}
+	head, body, _ := bytes.Cut(orig, []byte("\n\n"))
+	fields := bytes.Count(head, []byte("\n")) + 1 - bytes.Count(head, []byte("\n ")) - bytes.Count(head, []byte("\n\t"))
+	res := milter.Result{Verdict: "spam", Probability: 0.99, Score: 4, Signature: tokenize.Digest(orig), Fields: fields}
+	copy := []byte("Return-Path: <x@example.net>\nDelivered-To: alice\nReceived: from mx by imap with LMTP; Mon, 1 Jan 2024 00:00:00 +0000\n")
+	copy = append(copy, bytes.Replace(head, []byte("\nSubject: "), []byte("\nSubject: [SPAM] "), 1)...)
+	copy = append(copy, "\nX-Spam-Flag: YES\n"+milter.ResultHeader+": "+res.String()+"\n\n"...)
+	copy = append(copy, body...)
+
+	a := &Applier{Filter: func() *filter.Filter { return f }, SubjectTag: func() string { return "[SPAM]" }}
+	if err := a.Apply(ctx, reportq.Report{User: "alice", Class: filter.Spam, Source: "test", Message: copy}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, st, "alice"); !equal(got, map[string]uint64{filter.Spam: 1}) {
+		t.Fatalf("alice's messages %v, want one spam", got)
+	}
+	// The same model, trained with the original as spam from the start.
+	want := store.NewMemory()
+	wf, _ := filter.New(want, filter.DefaultConfig())
+	if _, err := wf.Learn(ctx, "alice", orig, filter.Spam); err != nil {
+		t.Fatal(err)
+	}
+	gotT, _ := st.Totals(ctx, "alice")
+	wantT, _ := want.Totals(ctx, "alice")
+	for _, c := range []string{filter.Spam, filter.Ham} {
+		if g, w := gotT.Tokens[gotT.Index(c)], wantT.Tokens[wantT.Index(c)]; g != w {
+			t.Errorf("%s tokens %d, want %d: the relabel took away other features than training added", c, g, w)
+		}
+	}
+	if gotT.Vocabulary != wantT.Vocabulary {
+		t.Errorf("vocabulary %d, want %d", gotT.Vocabulary, wantT.Vocabulary)
+	}
+	if err := st.Check(ctx, "alice"); err != nil {
+		t.Error(err)
+	}
+}

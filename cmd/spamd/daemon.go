@@ -305,7 +305,8 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if err != nil {
 		return fmt.Errorf("%w (give another directory with [reports] spool)", err)
 	}
-	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.met.applied}
+	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.met.applied,
+		SubjectTag: func() string { return d.ms.Settings().Actions.SubjectTag }}
 	// One naming rule for the milter, the watcher and the report
 	// channel: a correction trains the model mail is classified with.
 	rule := identity.Rule(cfg.Milter.Users)
