@@ -250,12 +250,20 @@ func milterSession(t *testing.T, sock string) *gomilter.ClientSession {
 // startMessage sends a message up to its end.
 func startMessage(t *testing.T, s *gomilter.ClientSession, raw []byte) {
 	t.Helper()
-	head, body, _ := strings.Cut(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n")
-	if _, err := s.Mail("sender@example.net", nil); err != nil {
+	if err := sendMessage(s, raw); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sendMessage sends a message up to its end, for goroutines that cannot
+// fail the test themselves.
+func sendMessage(s *gomilter.ClientSession, raw []byte) error {
+	head, body, _ := strings.Cut(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n")
+	if _, err := s.Mail("sender@example.net", nil); err != nil {
+		return err
+	}
 	if _, err := s.Rcpt("user@test.example", nil); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var fields [][2]string
 	for _, line := range strings.Split(head, "\n") {
@@ -267,39 +275,49 @@ func startMessage(t *testing.T, s *gomilter.ClientSession, raw []byte) {
 	}
 	for _, f := range fields {
 		if _, err := s.HeaderField(f[0], f[1]); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	if _, err := s.HeaderEnd(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	body = strings.ReplaceAll(body, "\n", "\r\n")
 	for len(body) > 0 {
 		n := min(len(body), gomilter.MaxBodyChunk)
 		if _, err := s.BodyChunk([]byte(body[:n])); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		body = body[n:]
 	}
+	return nil
 }
 
 // endMessage ends a message and returns the answer: "accept" with the
 // X-Spam-Flag added, or the SMTP reply.
 func endMessage(t *testing.T, s *gomilter.ClientSession) string {
 	t.Helper()
-	mods, act, err := s.End()
+	got, err := finishMessage(s)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// finishMessage is endMessage for goroutines.
+func finishMessage(s *gomilter.ClientSession) (string, error) {
+	mods, act, err := s.End()
+	if err != nil {
+		return "", err
+	}
 	if act.Code == gomilter.ActReplyCode {
-		return fmt.Sprintf("%d %s", act.SMTPCode, act.SMTPText)
+		return fmt.Sprintf("%d %s", act.SMTPCode, act.SMTPText), nil
 	}
 	for _, m := range mods {
 		if m.Code == gomilter.ActAddHeader && m.HeaderName == "X-Spam-Flag" {
-			return "accept " + m.HeaderValue
+			return "accept " + m.HeaderValue, nil
 		}
 	}
-	return fmt.Sprintf("%c", act.Code)
+	return fmt.Sprintf("%c", act.Code), nil
 }
 
 // TestReloadAndStop checks that the configuration reloads, from its file

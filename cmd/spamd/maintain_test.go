@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gomilter "github.com/emersion/go-milter"
+
+	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/filter"
+)
+
+// TestMaintenanceUnderLoad runs check, compact, dump, delete-user and
+// restore through the API of a daemon while milter sessions send mail
+// without a pause: every message is answered, and the store is
+// consistent afterwards.
+func TestMaintenanceUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	sock := filepath.Join(dir, "milter.sock")
+	write(t, path, fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n",
+		filepath.Join(dir, "db"), sock, filepath.Join(dir, "api.sock")))
+	runDaemon(t, options{config: path}, nil)
+	api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
+	spam, ham := trainSample(t, api)
+	// The milter's recipient has a model of its own, which the load
+	// reads while it is deleted and restored.
+	if _, err := api.Train(ctx, "user@test.example", []control.Item{{Class: filter.Spam, Message: spam}, {Class: filter.Ham, Message: ham}}); err != nil {
+		t.Fatal(err)
+	}
+
+	const sessions = 4
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var failures []error
+	for i := range sessions {
+		s := milterSession(t, sock)
+		defer s.Close()
+		wg.Add(1)
+		go func(s *gomilter.ClientSession) {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				raw := spam
+				if (n+i)%2 == 1 {
+					raw = ham
+				}
+				err := sendMessage(s, raw)
+				var got string
+				if err == nil {
+					got, err = finishMessage(s)
+				}
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					answers[strings.Fields(got)[0]]++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}(s)
+	}
+
+	checks, err := api.Check(ctx)
+	if err != nil || len(checks) != 2 {
+		t.Errorf("check under load: %v, %v", checks, err)
+	}
+	if _, err := api.Compact(ctx); err != nil {
+		t.Errorf("compact under load: %v", err)
+	}
+	var dump bytes.Buffer
+	if err := api.Dump(ctx, []string{"user@test.example"}, &dump); err != nil || !strings.HasSuffix(dump.String(), "\n") {
+		t.Fatalf("dump under load: %v", err)
+	}
+	if d, err := api.DeleteUsers(ctx, []string{"user@test.example"}); err != nil || len(d) != 1 || d[0].Messages != 2 {
+		t.Errorf("delete-user under load: %v, %v", d, err)
+	}
+	if res, err := api.Restore(ctx, bytes.NewReader(dump.Bytes()), nil, ""); err != nil || len(res.Restored) != 1 {
+		t.Errorf("restore under load: %+v, %v", res, err)
+	}
+	time.Sleep(200 * time.Millisecond) // some load after the restore
+	close(stop)
+	wg.Wait()
+
+	t.Logf("milter answers during maintenance: %v, failures %d", answers, len(failures))
+	if len(failures) > 0 {
+		t.Errorf("milter sessions failed: %v", failures)
+	}
+	if answers["accept"] == 0 || len(answers) != 1 {
+		t.Errorf("answers %v, want only accept", answers)
+	}
+	checks, err = api.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if c.Error != "" {
+			t.Errorf("%q after maintenance under load: %s", c.User, c.Error)
+		}
+	}
+	var again bytes.Buffer
+	if err := api.Dump(ctx, []string{"user@test.example"}, &again); err != nil || again.String() != dump.String() {
+		t.Errorf("the restored model dumps otherwise (%v)", err)
+	}
+}
