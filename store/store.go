@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spamd/spamd/bow"
 )
@@ -187,7 +188,65 @@ var (
 	ErrInconsistent = errors.New("store is inconsistent")
 	ErrClosed       = errors.New("store is closed")
 	ErrExists       = errors.New("a model of that user exists")
+	// ErrReadOnly means the store refuses writes for now while reads go
+	// on: its disk is below the free-space reserve, or its directory
+	// cannot be written. It clears by itself once the fault does, so a
+	// caller should queue the write or retry it later, not drop it.
+	ErrReadOnly = errors.New("store is read-only")
+	// ErrFailed means the store's storage is unusable in this process. A
+	// backend that can reopens it by itself; until then, or if it
+	// cannot, the process has to be restarted.
+	ErrFailed = errors.New("store has failed")
 )
+
+// State is how much of its work a store can do.
+type State int
+
+const (
+	// StateOK means reads and writes work.
+	StateOK State = iota
+	// StateDegraded means reads work and writes fail with ErrReadOnly.
+	StateDegraded
+	// StateFailed means reads that need the storage and all writes fail
+	// with ErrFailed.
+	StateFailed
+)
+
+// String returns "ok", "degraded" or "failed".
+func (s State) String() string {
+	switch s {
+	case StateOK:
+		return "ok"
+	case StateDegraded:
+		return "degraded"
+	case StateFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Health is what a store knows of its own state.
+type Health struct {
+	State State
+	// Reason says why the store is not ok; it is "" when it is.
+	Reason string
+	// Since is when the store entered State.
+	Since time.Time
+	// Faults counts, by kind, the faults the store met since it was
+	// opened. The kinds are the backend's and documented by it; a kind
+	// appears once it has happened.
+	Faults map[string]uint64
+}
+
+// HealthReporter is implemented by a Store that watches its own storage
+// for faults, such as the disk filling up, and reports what it found. A
+// Store without it reports every fault as an error of the call that met
+// it, and is to be taken as ok.
+type HealthReporter interface {
+	// Health returns the store's state as it last found it; it is cheap
+	// enough to call for every health check.
+	Health() Health
+}
 
 // MaxUserLen is the longest user name accepted.
 const MaxUserLen = 128

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/spamd/spamd/bow"
@@ -18,7 +19,12 @@ import (
 // keys would not fit in one, in several, each holding whole ops. Then the
 // ops of the next transaction are carried out while Badger writes the one
 // before. On error, the results are those of the ops committed before it.
-func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store.Result, error) {
+//
+// Before each transaction it makes sure the store may write (see Faults
+// in health.go): a degraded store fails with store.ErrReadOnly, a failed
+// one with store.ErrFailed, both wrapped, having committed nothing more.
+func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []store.Result, err error) {
+	defer s.recoverFault(&err, "apply")
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
@@ -41,6 +47,9 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	if err := s.writable(false); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	classes, err := s.register(ops)
@@ -111,6 +120,10 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 				f.txn.Discard()
 				return stop(err)
 			}
+			if err := s.writable(false); err != nil {
+				f.txn.Discard()
+				return stop(fmt.Errorf("apply ops %d to %d: %w", sent, i-1, err))
+			}
 			b.send(f)
 		case b.inflight != nil:
 			// The ops since changed nothing: they stand or fall
@@ -156,11 +169,18 @@ func (s *Store) register(ops []store.Op) (*classList, error) {
 		return nil, err
 	}
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) }); err != nil {
+		if serr := s.writeFailed(err); serr != nil {
+			return nil, fmt.Errorf("register classes %q: %w (%w)", added, err, serr)
+		}
 		return nil, fmt.Errorf("register classes %q: %w", added, err)
 	}
 	s.classes.Store(next)
 	return next, nil
 }
+
+// errCommitHangs, returned by the commitErr hook of a test, makes the
+// commit it stands for never end, as a Badger stuck in its writer.
+var errCommitHangs = errors.New("commit hangs")
 
 // errFull is returned by batch.apply for an op whose changes would take
 // the keys waiting to be committed past the transaction budget.
@@ -280,7 +300,13 @@ func (b *batch) close() {
 	// Apply waits for the transaction in flight before it returns; this
 	// is for a panic.
 	if b.inflight != nil {
-		<-b.inflight.done
+		t := time.NewTimer(b.s.writeTimeout())
+		select {
+		case <-b.inflight.done:
+		case <-t.C:
+			b.abandon(b.inflight)
+		}
+		t.Stop()
 	}
 	if b.rtxn != nil {
 		b.rtxn.Discard()
@@ -721,7 +747,9 @@ func (b *batch) send(f *inflight) {
 	if h := b.s.commitErr; h != nil {
 		if err := h(f.first); err != nil {
 			f.txn.Discard()
-			f.done <- err
+			if err != errCommitHangs {
+				f.done <- err
+			}
 			b.inflight = f
 			b.clean()
 			return
@@ -737,19 +765,44 @@ func (b *batch) send(f *inflight) {
 // and the presence filter up to date with what it wrote. It returns the
 // number of ops committed before the first not committed, or the error
 // of the transaction and the number of ops committed before it.
+//
+// A commit that takes longer than WriteTimeout is given up: Badger is
+// stuck, and whether it will still write it cannot be known, so the
+// store fails, for a reopen to learn the truth from the log, and forgets
+// what it cached of the user meanwhile.
 func (b *batch) wait() (int, error) {
 	f := b.inflight
 	if f == nil {
 		return b.committed, nil
 	}
 	b.inflight = nil
-	if err := <-f.done; err != nil {
+	t := time.NewTimer(b.s.writeTimeout())
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-f.done:
+	case <-t.C:
+		b.abandon(f)
+		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w: Badger did not write it within %v, and may still", f.first, f.end-1, store.ErrFailed, b.s.writeTimeout())
+	}
+	if err != nil {
+		if serr := b.s.writeFailed(err); serr != nil {
+			return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w (%w)", f.first, f.end-1, err, serr)
+		}
 		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w", f.first, f.end-1, err)
 	}
 	b.s.cache.committed(b.user, f.hashes, f.vals, f.tot)
 	b.s.present.add(b.user, f.hashes, f.vals)
 	b.committed = f.end
 	return b.committed, nil
+}
+
+// abandon gives up waiting for f: the store fails, and what it cached of
+// the user goes, since f may yet change it.
+func (b *batch) abandon(f *inflight) {
+	b.s.cache.forget(b.user)
+	b.s.present.drop(b.user)
+	b.s.fail(FaultStall, fmt.Sprintf("a commit of %d ops did not finish within %v", f.end-f.first, b.s.writeTimeout()))
 }
 
 // rollback takes the ops not yet prepared for a transaction back out of

@@ -79,6 +79,54 @@
 // tokens says are new (see presence), which most uncached tokens are when
 // training a corpus.
 //
+// # Faults
+//
+// Badger fails badly where storage does. When it cannot create its next
+// memtable (the directory unwritable or removed), it leaves the memtable
+// nil: every later read panics, and the next write ends the process
+// through a failed assertion, which no recover catches. It writes through
+// memory maps of sparse files, so a write that finds the disk full kills
+// the process with SIGBUS, in Badger's own goroutines. And it retries a
+// failed memtable flush forever, so that closing it never returns while
+// the fault lasts.
+//
+// So the store keeps Badger away from faults rather than catching them:
+//
+//   - Before each transaction it makes sure its directory is still the
+//     one it opened, and, at most once per CheckInterval, that a file can
+//     be created in it and that its free space is above the reserve
+//     (Options.ReserveBytes). If not, the store is degraded: writes fail
+//     with store.ErrReadOnly before they reach Badger, reads go on.
+//   - A panic of Badger in a call is recovered at the call's boundary,
+//     turned into an error wrapping store.ErrFailed, and the store is
+//     failed; so is it when a write fails and a read then panics (the
+//     nil memtable), or a commit does not end within WriteTimeout. Failed,
+//     it touches Badger no more: reads the cache can answer are answered,
+//     others fail with store.ErrFailed.
+//   - A goroutine looks again every CheckInterval. A degraded store whose
+//     fault cleared writes a probe and is ok again. A failed one is
+//     reopened in process: Badger is closed in the background (which may
+//     wait for the fault to clear), opened again, which replays its
+//     write-ahead log, and the cache is started afresh. Until that works,
+//     the store stays failed, for the daemon's watchdog to see.
+//   - When the directory is removed, Badger still holds its files open:
+//     the store copies every key into a new directory beside it, and once
+//     the old database is closed moves the copy to the store's path, so
+//     that nothing acknowledged is lost.
+//   - Close waits at most CloseTimeout for Badger, and does not close it
+//     at all on a disk too full to flush its memtables into: the
+//     write-ahead log holds every acknowledged write for the next Open.
+//   - Open on a disk below the reserve, or a directory that cannot be
+//     written, opens Badger read-only, if it was closed cleanly; with a
+//     write-ahead log to replay, it fails with store.ErrReadOnly, since
+//     replaying writes.
+//
+// Store.Health reports the state, its reason and the faults counted by
+// kind (the Fault constants); Options.OnHealth hears of changes. What
+// the reserve cannot do: a disk filled by another process faster than
+// the store looks (within CheckInterval), down to less than Badger
+// writes in the meantime, still ends in SIGBUS.
+//
 // # Limits
 //
 // One process at a time (Badger locks the directory; Open fails with
@@ -153,6 +201,35 @@ type Options struct {
 	// or kernel crash too, not only the death of the process.
 	SyncWrites bool
 
+	// ReserveBytes is the free space the store leaves on its filesystem.
+	// Below it the store turns read-only: writes fail with
+	// store.ErrReadOnly, reads go on, and writes resume once space is
+	// back. It must hold what Badger writes without being asked: the
+	// memtables it flushes (up to four of MemTableBytes), the compactions
+	// that follow, and the log pages written between two checks. Badger
+	// writes through memory maps, and a write into a map that finds the
+	// disk full kills the process with SIGBUS, so this is what stands
+	// between a full disk and a crash. Zero means the larger of 256 MiB
+	// and eight memtables; negative turns the check off.
+	ReserveBytes int64
+	// CheckInterval is how often the store looks at its directory and its
+	// free space: before a write, when the last look is older, and in the
+	// background, to notice a fault and its end. Zero means a second.
+	CheckInterval time.Duration
+	// WriteTimeout bounds how long Apply waits for Badger to write one
+	// transaction; past it the store is failed and reopened, since a
+	// write that never ends means Badger is stuck. Zero means a minute.
+	WriteTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for Badger to close; past
+	// it Close returns an error and leaves Badger to the process's end.
+	// Nothing acknowledged is lost: Badger's write-ahead log holds it,
+	// and the next Open replays it. Zero means 30 seconds.
+	CloseTimeout time.Duration
+	// OnHealth, if set, is called with the store's health after it
+	// changes, one call at a time, from a goroutine of the store; a burst
+	// of changes may be reported once, with the last.
+	OnHealth func(store.Health)
+
 	// convertKeys, if set by a test, bounds the keys of a schema-1 store
 	// that one transaction of the conversion moves, so that a small store
 	// takes several.
@@ -167,6 +244,12 @@ const (
 	defaultCacheBytes    = 128 << 20
 	defaultGCInterval    = 10 * time.Minute
 	defaultMemTableBytes = 16 << 20
+	// DefaultReserveBytes is the least free-space reserve when
+	// Options.ReserveBytes is zero.
+	DefaultReserveBytes  = 256 << 20
+	defaultCheckInterval = time.Second
+	defaultWriteTimeout  = time.Minute
+	defaultCloseTimeout  = 30 * time.Second
 	// gcDiscardRatio is the share of a value-log file that must be garbage
 	// for it to be rewritten, as Badger recommends.
 	gcDiscardRatio = 0.5
@@ -175,11 +258,34 @@ const (
 // Store is a store.Store kept in Badger. Its methods are safe for
 // concurrent use.
 type Store struct {
+	// db, cache and present are replaced when the store reopens Badger,
+	// under life held exclusively; calls read them holding it shared.
 	db       *badger.DB
 	log      *slog.Logger
 	dir      string
 	inMemory bool
 	cache    *cache
+	opts     Options // as Open completed them, to open Badger again
+
+	// dbReadOnly says that db was opened in Badger's read-only mode,
+	// because the disk was below the reserve or the directory could not
+	// be written when it was opened.
+	dbReadOnly bool
+	// dbClosing, when not nil, yields the result of closing db, which the
+	// store is reopening; calls must not use db any more.
+	dbClosing <-chan error
+	// dirID identifies the directory Open found, to tell it removed or
+	// replaced.
+	dirID dirIdentity
+
+	health   health
+	checkMu  sync.Mutex   // one look at the directory at a time
+	lastLook atomic.Int64 // when the last one was, in Unix nanoseconds
+	stopMon  chan struct{}
+	monDone  sync.WaitGroup
+	// blind, set by tests, keeps the store from looking at its directory
+	// while it is ok, so that Badger meets a fault itself.
+	blind atomic.Bool
 
 	// life is held shared by every call that uses db and exclusively by
 	// Close, so that Close never pulls the database from under a call.
@@ -191,12 +297,12 @@ type Store struct {
 	gcMu   sync.Mutex // Badger rejects a value-log GC while another runs
 
 	// wmu serializes Apply and Compact: a single writer never conflicts.
-	wmu     sync.Mutex
+	wmu sync.Mutex
 	// busy holds the users whose model a restore or a delete is writing,
 	// which readers see as having none; nBusy counts them.
-	busyMu sync.Mutex
-	busy   map[string]bool
-	nBusy  atomic.Int32
+	busyMu  sync.Mutex
+	busy    map[string]bool
+	nBusy   atomic.Int32
 	classes atomic.Pointer[classList]
 	present *presence // guarded by wmu
 	// txnShare is the share, in percent, of Badger's transaction limits
@@ -204,7 +310,7 @@ type Store struct {
 	txnShare int64
 	// commitErr, if set by a test, is called with the first op of each
 	// transaction Apply commits, and an error it returns fails the
-	// commit in Badger's place.
+	// commit in Badger's place; errCommitHangs makes it never end.
 	commitErr func(start int) error
 }
 
@@ -225,7 +331,15 @@ func newClassList(names []string) *classList {
 var _ store.Store = (*Store)(nil)
 
 // Open opens the store in dir, creating it if needed, and starts the
-// value-log garbage collector. Close releases it.
+// value-log garbage collector and the watch over the directory. Close
+// releases it.
+//
+// When the disk is below the reserve, or the directory cannot be
+// written, Open opens the store read-only, in Badger's read-only mode,
+// and the store is degraded until the fault clears, when it reopens
+// Badger for writing by itself. Badger's read-only mode cannot replay a
+// write-ahead log, which a process that was killed leaves behind; then
+// Open fails with store.ErrReadOnly rather than write on a full disk.
 func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -242,11 +356,75 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if o.MemTableBytes == 0 {
 		o.MemTableBytes = defaultMemTableBytes
 	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = max(DefaultReserveBytes, 8*o.MemTableBytes)
+	}
+	if o.CheckInterval <= 0 {
+		o.CheckInterval = defaultCheckInterval
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultWriteTimeout
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = defaultCloseTimeout
+	}
+	s := &Store{
+		log:      o.Logger,
+		dir:      dir,
+		inMemory: o.InMemory,
+		opts:     o,
+		cache:    newCache(o.CacheBytes),
+		present:  newPresence(maxPresenceBytes),
+		txnShare: defaultTxnShare,
+		stopGC:   make(chan struct{}),
+		stopMon:  make(chan struct{}),
+	}
+	s.health.init()
+	if !o.InMemory {
+		if err := s.finishSalvage(); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
+	}
+	db, fault, err := s.openDB()
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	s.db = db
+	s.dbReadOnly = fault.kind != ""
+	if err := s.loadMeta(ctx, o); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+	}
+	if err := s.finishBusy(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+	}
+	if !o.InMemory {
+		id, err := identify(dir)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+		}
+		s.dirID = id
+		s.lastLook.Store(time.Now().UnixNano())
+	}
+	if fault.kind != "" {
+		s.degrade(fault.kind, fault.reason+"; opened read-only")
+	}
+	if !o.InMemory && o.GCInterval > 0 {
+		s.gcDone.Add(1)
+		go s.gcLoop(o.GCInterval)
+	}
+	s.monDone.Add(1)
+	go s.monitor()
+	return s, nil
+}
+
+// badgerOptions returns the options Badger is opened with in dir.
+func (s *Store) badgerOptions(dir string) badger.Options {
+	o := s.opts
 	bo := badger.DefaultOptions(dir)
 	if o.InMemory {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	}
-	bo = bo.
+	return bo.
 		WithLogger(badgerLogger{o.Logger}).
 		WithSyncWrites(o.SyncWrites).
 		WithMemTableSize(o.MemTableBytes).
@@ -274,6 +452,38 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		// Badger's metrics are process-wide expvars; Size reads the
 		// directory instead.
 		WithMetricsEnabled(false)
+}
+
+// openDB opens Badger in the store's directory: for writing, or, when
+// the directory shows a fault that writing would crash into, read-only,
+// returning that fault.
+func (s *Store) openDB() (*badger.DB, fault, error) {
+	bo := s.badgerOptions(s.dir)
+	if s.inMemory {
+		db, err := badger.Open(bo)
+		return db, fault{}, err
+	}
+	f := s.inspect(false)
+	if f.kind != "" {
+		if _, err := os.Stat(filepath.Join(s.dir, badger.ManifestFilename)); err != nil {
+			return nil, f, fmt.Errorf("%w: %s, and there is no store to open read-only", store.ErrReadOnly, f.reason)
+		}
+		// Badger's read-only mode refuses a write-ahead log to replay,
+		// but only after reading it whole, holes included, and on a
+		// full tmpfs reading a hole of a mapped file is SIGBUS too.
+		// Closing cleanly leaves no log; a process killed leaves one.
+		if logs, _ := filepath.Glob(filepath.Join(s.dir, "*.mem")); len(logs) > 0 {
+			return nil, f, fmt.Errorf("%w: %s, and the store has a write-ahead log to replay, which takes writing: free space, or make the directory writable, and open it again", store.ErrReadOnly, f.reason)
+		}
+		db, err := badger.Open(bo.WithReadOnly(true))
+		if err != nil && lockedError(err) {
+			return nil, f, fmt.Errorf("%w: %w", ErrLocked, err)
+		}
+		if err != nil {
+			return nil, f, fmt.Errorf("%w: %s, and opening it read-only failed (a write-ahead log to replay needs it writable): %w", store.ErrReadOnly, f.reason, err)
+		}
+		return db, f, nil
+	}
 	db, err := badger.Open(bo)
 	// A process killed between Badger creating a log file and writing its
 	// header leaves an empty .mem or .vlog file, on which Open fails with
@@ -281,36 +491,13 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	// the next attempt opens it. Such a file held nothing, so nothing is
 	// lost. Badger flattens the error to text, so the text is matched.
 	for retry := 0; err != nil && retry < 3 && strings.Contains(err.Error(), z.NewFile.Error()); retry++ {
-		o.Logger.Warn("badgerstore: reopening after a crash left an empty log file", "dir", dir, "err", err)
+		s.log.Warn("badgerstore: reopening after a crash left an empty log file", "dir", s.dir, "err", err)
 		db, err = badger.Open(bo)
 	}
 	if err != nil && lockedError(err) {
-		return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrLocked, err)
+		return nil, fault{}, fmt.Errorf("%w: %w", ErrLocked, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	s := &Store{
-		db:       db,
-		log:      o.Logger,
-		dir:      dir,
-		inMemory: o.InMemory,
-		cache:    newCache(o.CacheBytes),
-		present:  newPresence(maxPresenceBytes),
-		txnShare: defaultTxnShare,
-		stopGC:   make(chan struct{}),
-	}
-	if err := s.loadMeta(ctx, o); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
-	}
-	if err := s.finishBusy(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
-	}
-	if !o.InMemory && o.GCInterval > 0 {
-		s.gcDone.Add(1)
-		go s.gcLoop(o.GCInterval)
-	}
-	return s, nil
+	return db, fault{}, err
 }
 
 // lockedError reports whether err, from badger.Open, says that another
@@ -375,7 +562,8 @@ func (s *Store) enter() error {
 }
 
 // Totals returns the per-class totals of user's model.
-func (s *Store) Totals(ctx context.Context, user string) (store.Totals, error) {
+func (s *Store) Totals(ctx context.Context, user string) (_ store.Totals, err error) {
+	defer s.recoverFault(&err, "totals")
 	if err := store.ValidUser(user); err != nil {
 		return store.Totals{}, fmt.Errorf("totals: %w", err)
 	}
@@ -391,10 +579,13 @@ func (s *Store) Totals(ctx context.Context, user string) (store.Totals, error) {
 		if err := ctx.Err(); err != nil {
 			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
 		}
+		if err := s.usable(); err != nil {
+			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
+		}
 		txn := s.db.NewTransaction(false)
 		defer txn.Discard()
-		var err error
 		if t, err = readTotals(txn, user); err != nil {
+			s.readFailed(ctx, err)
 			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
 		}
 		s.cache.fillTotals(gen, user, t)
@@ -432,7 +623,11 @@ func readTotals(txn *badger.Txn, user string) (*totals, error) {
 // Lookup returns the row of each hash for user: its count and weight
 // per class, two values for each registered class at least. The rows are
 // the caller's; those of that length share one array.
-func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]store.Counts, error) {
+//
+// A failed store still answers from its cache, but only a call whose
+// every token is cached: never a partial answer.
+func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) (_ []store.Counts, err error) {
+	defer s.recoverFault(&err, "lookup")
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("lookup: %w", err)
 	}
@@ -452,7 +647,11 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]s
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
 		}
+		if err := s.usable(); err != nil {
+			return nil, fmt.Errorf("lookup %q: %d of %d tokens not cached: %w", user, len(miss), len(hashes), err)
+		}
 		if err := s.readTokens(user, hashes, out, miss, width); err != nil {
+			s.readFailed(ctx, err)
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
 		}
 	}
@@ -470,7 +669,8 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]s
 // other users' tokens toward eviction, as any reads would. It stops early,
 // without error, when a commit changes the store meanwhile, since what it
 // read may then be stale; the cache fills as usual from there.
-func (s *Store) Warm(ctx context.Context, user string) (int, error) {
+func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
+	defer s.recoverFault(&err, "warm")
 	if err := store.ValidUser(user); err != nil {
 		return 0, fmt.Errorf("warm: %w", err)
 	}
@@ -478,6 +678,9 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 		return 0, fmt.Errorf("warm: %w", err)
 	}
 	defer s.life.RUnlock()
+	if err := s.usable(); err != nil {
+		return 0, fmt.Errorf("warm %q: %w", user, err)
+	}
 	room := s.cache.room()
 	if room == 0 {
 		return 0, nil
@@ -504,7 +707,7 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 	prefix := userPrefix(kindToken, user)
 	var arena []uint64
 	n := 0
-	err := scan(ctx, txn, prefix, func(key, v []byte) bool {
+	err = scan(ctx, txn, prefix, func(key, v []byte) bool {
 		if stale || n >= room {
 			return false
 		}
@@ -527,6 +730,7 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 	})
 	flush()
 	if err != nil {
+		s.readFailed(ctx, err)
 		return filled, fmt.Errorf("warm %q: %w", user, err)
 	}
 	return filled, nil
@@ -595,7 +799,8 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 }
 
 // Seen returns the class message d was trained as for user, "" if none.
-func (s *Store) Seen(_ context.Context, user string, d store.Digest) (string, error) {
+func (s *Store) Seen(ctx context.Context, user string, d store.Digest) (_ string, err error) {
+	defer s.recoverFault(&err, "seen")
 	if err := store.ValidUser(user); err != nil {
 		return "", fmt.Errorf("seen: %w", err)
 	}
@@ -606,10 +811,14 @@ func (s *Store) Seen(_ context.Context, user string, d store.Digest) (string, er
 	if s.isBusy(user) {
 		return "", nil
 	}
+	if err := s.usable(); err != nil {
+		return "", fmt.Errorf("seen %q %x: %w", user, d[:8], err)
+	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	rec, err := readSeen(txn, user, d, nil)
 	if err != nil {
+		s.readFailed(ctx, err)
 		return "", fmt.Errorf("seen %q %x: %w", user, d[:8], err)
 	}
 	if rec.class < 0 {
@@ -644,13 +853,17 @@ func readSeen(txn *badger.Txn, user string, d store.Digest, steps []int64) (seen
 }
 
 // Users lists the users with a totals record, sorted.
-func (s *Store) Users(ctx context.Context) ([]string, error) {
+func (s *Store) Users(ctx context.Context) (_ []string, err error) {
+	defer s.recoverFault(&err, "users")
 	if err := s.enter(); err != nil {
 		return nil, fmt.Errorf("users: %w", err)
 	}
 	defer s.life.RUnlock()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("users: %w", err)
+	}
 	var users []string
-	err := s.db.View(func(txn *badger.Txn) error {
+	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTotals}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -666,6 +879,7 @@ func (s *Store) Users(ctx context.Context) ([]string, error) {
 		return nil
 	})
 	if err != nil {
+		s.readFailed(ctx, err)
 		return nil, fmt.Errorf("users: %w", err)
 	}
 	return users, nil
@@ -678,10 +892,19 @@ func (s *Store) Users(ctx context.Context) ([]string, error) {
 // which would overstate a small store several times over. An in-memory
 // store has no logs.
 func (s *Store) Size() (lsm, vlog int64) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = s.panicked("size", r)
+			lsm, vlog = 0, 0
+		}
+	}()
 	if s.enter() != nil {
 		return 0, 0
 	}
 	defer s.life.RUnlock()
+	if s.usable() != nil {
+		return 0, 0
+	}
 	for _, t := range s.db.Tables() {
 		lsm += int64(t.OnDiskSize)
 	}
@@ -711,7 +934,11 @@ func onDisk(fi os.FileInfo) int64 {
 // Compact rewrites the LSM tree into one level and garbage-collects the
 // value log until nothing is left to reclaim, for maintenance by the CLI.
 // Writers wait while it runs; readers do not.
-func (s *Store) Compact(ctx context.Context) error {
+//
+// A store that is not ok refuses it: Badger's compaction writes new
+// tables before it deletes the old ones.
+func (s *Store) Compact(ctx context.Context) (err error) {
+	defer s.recoverFault(&err, "compact")
 	if err := s.enter(); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
@@ -719,6 +946,9 @@ func (s *Store) Compact(ctx context.Context) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	if err := s.writable(true); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
 	if err := s.db.Flatten(2); err != nil {
@@ -743,21 +973,54 @@ func (s *Store) Compact(ctx context.Context) error {
 	}
 }
 
-// Close stops the garbage collector, waits for calls in progress and
-// closes the database. Calls after the first return nil.
+// Close stops the garbage collector and the watch over the directory,
+// waits for calls in progress and closes the database, waiting for it at
+// most Options.CloseTimeout. On a disk too full for Badger to flush its
+// memtables into, which would crash the process, it leaves the database
+// open and says so: the write-ahead log holds every acknowledged write,
+// and the next Open replays it. Calls after the first return nil.
 func (s *Store) Close() error {
 	var err error
 	s.close.Do(func() {
 		close(s.stopGC)
+		close(s.stopMon)
 		s.gcDone.Wait()
+		s.monDone.Wait()
 		s.life.Lock()
 		defer s.life.Unlock()
 		s.closed = true
-		if err = s.db.Close(); err != nil {
-			err = fmt.Errorf("close store %s: %w", s.dir, err)
+		if err = s.closeBadger(); err != nil {
+			s.log.Error("badgerstore: closing the store", "dir", s.dir, "err", err)
 		}
 	})
 	return err
+}
+
+// closeBadger closes the database, or waits for its closing begun by a
+// reopen, within CloseTimeout; s.life is held.
+func (s *Store) closeBadger() error {
+	closing := s.dbClosing
+	if closing == nil {
+		if !s.inMemory && !s.dbReadOnly {
+			// Up to three memtables waiting and the one being written.
+			need := 4*s.opts.MemTableBytes + 1<<20
+			if free := freeSpace(s.dir); free >= 0 && free < need {
+				s.count(FaultClose)
+				return fmt.Errorf("close store %s: %w: free space %s, and flushing Badger's memtables may take %s: left open; its write-ahead log holds every acknowledged write for the next open", s.dir, store.ErrReadOnly, mib(free), mib(need))
+			}
+		}
+		closing = closeDB(s.db)
+	}
+	select {
+	case err := <-closing:
+		if err != nil {
+			return fmt.Errorf("close store %s: %w", s.dir, err)
+		}
+		return nil
+	case <-time.After(s.opts.CloseTimeout):
+		s.count(FaultClose)
+		return fmt.Errorf("close store %s: Badger did not finish closing within %v (a flush failing, see its errors); left to the end of the process: its write-ahead log holds every acknowledged write for the next open", s.dir, s.opts.CloseTimeout)
+	}
 }
 
 // gcLoop garbage-collects the value log every interval until Close.
@@ -776,12 +1039,24 @@ func (s *Store) gcLoop(interval time.Duration) {
 }
 
 // collectGarbage rewrites value-log files as long as some are worth it.
+// It writes like Apply, so only while the store is ok, and holding wmu,
+// so that no write follows one that broke Badger.
 func (s *Store) collectGarbage() {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("badgerstore: value-log GC panicked", "dir", s.dir, "panic", r, "stack", string(debug.Stack()))
+			s.fail(FaultPanic, fmt.Sprintf("Badger panicked in the value-log GC: %v", r))
 		}
 	}()
+	if s.enter() != nil {
+		return
+	}
+	defer s.life.RUnlock()
+	if s.health.load() != store.StateOK || s.dbReadOnly {
+		return
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
 	for {

@@ -20,7 +20,8 @@ const maxProblems = 20
 // totals to agree with; Check only makes sure they decode, as the steps of
 // seen records must. It reads all of the user's keys, without the cache,
 // while Apply and readers go on.
-func (s *Store) Check(ctx context.Context, user string) error {
+func (s *Store) Check(ctx context.Context, user string) (err error) {
+	defer s.recoverFault(&err, "check")
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
@@ -28,6 +29,9 @@ func (s *Store) Check(ctx context.Context, user string) error {
 		return fmt.Errorf("check: %w", err)
 	}
 	defer s.life.RUnlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("check %q: %w", user, err)
+	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	// Loaded after the snapshot was taken, so it names every class the

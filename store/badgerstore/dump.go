@@ -16,7 +16,8 @@ import (
 // consistent snapshot while Apply goes on: the header, then the token
 // rows in key order, which is ascending hash order, then the seen records
 // in digest order.
-func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) error) error {
+func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) error) (err error) {
+	defer s.recoverFault(&err, "dump")
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("dump: %w", err)
 	}
@@ -24,6 +25,9 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 		return fmt.Errorf("dump: %w", err)
 	}
 	defer s.life.RUnlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("dump %q: %w", user, err)
+	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	// Loaded after the snapshot was taken, so that it names every class
@@ -36,7 +40,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 		return nil
 	}
 	var ferr error
-	err := scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
+	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
 		row, err := decodeRow(nil, v)
 		if err == nil && len(row) > 2*len(classes) {
 			err = fmt.Errorf("%w: values of unknown classes", store.ErrInconsistent)
@@ -92,8 +96,11 @@ func tokenHash(key []byte) uint64 {
 // records in write batches, then the totals and the mark's removal in
 // one transaction, so that the model appears whole or not at all. While
 // it runs, readers see no model of user; if it fails, what it wrote is
-// dropped, and if the process dies, the next Open drops it.
+// dropped, and if the process dies, the next Open drops it; if the store
+// is not ok by then, what it wrote stays hidden under the mark until the
+// store reopens or the next Open, which drop it.
 func (s *Store) Restore(ctx context.Context, user string, next func() (store.Record, error)) (err error) {
+	defer s.recoverFault(&err, "restore")
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -103,25 +110,45 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 	defer s.life.RUnlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.writable(true); err != nil {
+		return fmt.Errorf("restore %q: %w", user, err)
+	}
 	if exists, err := s.hasModel(user); err != nil || exists {
 		if err == nil {
 			err = store.ErrExists
 		}
 		return fmt.Errorf("restore %q: %w", user, err)
 	}
+	// While the mark is in Badger, what is under it is half written:
+	// readers keep not seeing it until it is dropped.
 	s.setBusy(user, true)
-	defer s.setBusy(user, false)
+	marked := false
+	defer func() {
+		if !marked {
+			s.setBusy(user, false)
+		}
+	}()
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(userPrefix(kindBusy, user), nil) }); err != nil {
-		return fmt.Errorf("restore %q: mark: %w", user, err)
+		return fmt.Errorf("restore %q: mark: %w", user, s.writeError(err))
 	}
+	marked = true
 	defer func() {
 		s.cache.forget(user)
 		s.present.drop(user)
-		if err != nil {
-			if derr := s.dropUser(user); derr != nil {
-				err = errors.Join(err, fmt.Errorf("drop what was restored (the next open drops it): %w", derr))
-			}
+		if err == nil {
+			marked = false
+			return
 		}
+		// Dropping writes too: not into a store that is not ok.
+		if serr := s.stateErr(true); serr != nil {
+			err = errors.Join(err, fmt.Errorf("what was restored stays hidden until the store recovers or opens again, which drops it: %w", serr))
+			return
+		}
+		if derr := s.dropUser(user); derr != nil {
+			err = errors.Join(err, fmt.Errorf("drop what was restored (it stays hidden; the next open drops it): %w", s.writeError(derr)))
+			return
+		}
+		marked = false
 	}()
 	tot, err := s.restoreRecords(ctx, user, next)
 	if err != nil {
@@ -134,7 +161,7 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 		return txn.Delete(userPrefix(kindBusy, user))
 	})
 	if err != nil {
-		return fmt.Errorf("restore %q: totals: %w", user, err)
+		return fmt.Errorf("restore %q: totals: %w", user, s.writeError(err))
 	}
 	return nil
 }
@@ -152,6 +179,11 @@ func (s *Store) restoreRecords(ctx context.Context, user string, next func() (st
 	for n := 0; ; n++ {
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			// The write batch commits as it fills: look at the disk
+			// as Apply does before each transaction.
+			if err := s.writable(false); err != nil {
 				return nil, err
 			}
 		}
@@ -197,7 +229,7 @@ func (s *Store) restoreRecords(ctx context.Context, user string, next func() (st
 			}
 			buf = appendRow(buf[:0], row)
 			if err := wb.Set(appendTokenKey(nil, user, r.Hash), slices.Clone(buf)); err != nil {
-				return nil, err
+				return nil, s.writeError(err)
 			}
 		case r.Class != "":
 			if _, dup := seen[r.Digest]; dup {
@@ -222,14 +254,14 @@ func (s *Store) restoreRecords(ctx context.Context, user string, next func() (st
 			}
 			tot.messages[rec.class]++
 			if err := wb.Set(appendSeenKey(nil, user, r.Digest), appendSeen(nil, rec)); err != nil {
-				return nil, err
+				return nil, s.writeError(err)
 			}
 		default:
 			return nil, fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return nil, err
+		return nil, s.writeError(err)
 	}
 	return tot, nil
 }
@@ -284,7 +316,12 @@ func (s *Store) hasModel(user string) (bool, error) {
 
 // DeleteUser drops user's model under a busy mark, which the next Open
 // finishes if the process dies first.
-func (s *Store) DeleteUser(ctx context.Context, user string) error {
+//
+// Badger's DropPrefix waits for its memtables to be flushed, which never
+// ends while the directory cannot be written, so the directory is looked
+// at right before.
+func (s *Store) DeleteUser(ctx context.Context, user string) (err error) {
+	defer s.recoverFault(&err, "delete user")
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("delete user: %w", err)
 	}
@@ -297,18 +334,28 @@ func (s *Store) DeleteUser(ctx context.Context, user string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete user %q: %w", user, err)
 	}
+	if err := s.writable(true); err != nil {
+		return fmt.Errorf("delete user %q: %w", user, err)
+	}
+	// Once the mark is in Badger, the model may be half deleted: it
+	// stays hidden until the mark goes, with the rest of it.
 	s.setBusy(user, true)
-	defer s.setBusy(user, false)
+	marked := false
 	defer func() {
 		s.cache.forget(user)
 		s.present.drop(user)
+		if !marked {
+			s.setBusy(user, false)
+		}
 	}()
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(userPrefix(kindBusy, user), nil) }); err != nil {
-		return fmt.Errorf("delete user %q: mark: %w", user, err)
+		return fmt.Errorf("delete user %q: mark: %w", user, s.writeError(err))
 	}
+	marked = true
 	if err := s.dropUser(user); err != nil {
-		return fmt.Errorf("delete user %q: %w", user, err)
+		return fmt.Errorf("delete user %q: %w (it stays hidden until the store recovers or opens again, which finish the delete)", user, s.writeError(err))
 	}
+	marked = false
 	return nil
 }
 
@@ -323,7 +370,11 @@ func (s *Store) dropUser(user string) error {
 }
 
 // finishBusy drops the model of every user Open finds marked busy: a
-// restore or a delete that a crash interrupted.
+// restore or a delete that a crash or a fault interrupted. It runs again
+// when the store recovers from a fault; s.wmu or s.life is held
+// exclusively, so that no restore or delete is under way. A database opened
+// read-only cannot drop them: they are hidden from readers instead,
+// until it is reopened for writing.
 func (s *Store) finishBusy() error {
 	var users []string
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -342,10 +393,18 @@ func (s *Store) finishBusy() error {
 		return err
 	}
 	for _, u := range users {
+		if s.dbReadOnly {
+			s.log.Warn("badgerstore: hiding the model a restore or delete left half written, until the store can write", "user", u, "dir", s.dir)
+			s.setBusy(u, true)
+			continue
+		}
 		s.log.Warn("badgerstore: dropping the model a restore or delete left half written", "user", u, "dir", s.dir)
 		if err := s.dropUser(u); err != nil {
 			return fmt.Errorf("drop %q: %w", u, err)
 		}
+		s.cache.forget(u)
+		s.present.drop(u)
+		s.setBusy(u, false)
 	}
 	return nil
 }
