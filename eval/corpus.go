@@ -190,14 +190,21 @@ func (ps parsed) source() source {
 	return source{prepare: func(i int, _ []byte) filter.Prepared { return ps[i] }}
 }
 
-// compact keeps of p only what a run needs, its digest and its bag, and
-// the bag in slices about as long as its features: the tokenizer's bag
+// compact keeps of p only what a run needs, its digest and its bags, and
+// the bags in slices about as long as their features: the tokenizer's bag
 // keeps room for every token and pair, which made a parsed corpus take
 // twice the memory. bow builds a bag from counts only in ascending hash
 // order within each part, so scores summed over a compacted bag may
 // differ from those over the parsed one in their last bits.
 func compact(p filter.Prepared) filter.Prepared {
-	b := p.Bag
+	out := filter.Prepared{Digest: p.Digest, Bag: compactBag(p.Bag)}
+	for _, r := range p.Runs {
+		out.Runs = append(out.Runs, compactBag(r))
+	}
+	return out
+}
+
+func compactBag(b bow.Bag) bow.Bag {
 	head := make(map[bow.Hash]uint32, b.Head())
 	body := make(map[bow.Hash]uint32, b.Len()-b.Head())
 	for k, h := range b.Hashes() {
@@ -207,7 +214,7 @@ func compact(p filter.Prepared) filter.Prepared {
 			body[h] = b.Counts()[k]
 		}
 	}
-	return filter.Prepared{Digest: p.Digest, Bag: bow.FromMaps(head, body)}
+	return bow.FromMaps(head, body)
 }
 
 // source returns how a run gets messages ready under cfg: read and parsed
@@ -224,9 +231,10 @@ func (c *Corpus) source(ctx context.Context, cfg filter.Config, workers int, reu
 	return ps.source(), nil
 }
 
-// cacheKey names cfg's settings that change how a message parses.
+// cacheKey names cfg's settings that change how a message parses, the
+// runs of its body included.
 func cacheKey(cfg filter.Config) string {
-	return fmt.Sprintf("%+v|%+v", cfg.Tokenize, cfg.Bag)
+	return fmt.Sprintf("%+v|%+v|%d", cfg.Tokenize, cfg.Bag, cfg.RunLength)
 }
 
 // parsed returns every message parsed under cfg's tokenizer and bag

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,6 +170,7 @@ func TestCompact(t *testing.T) {
 		{"default", msg, nil},
 		{"term frequency, unigrams", msg, map[string]string{"counts": "tf", "osb": "0"}},
 		{"wide bigram window", msg, map[string]string{"osb": "5"}},
+		{"runs of the body", msg, map[string]string{"run_length": "2"}},
 		{"not a message", "\x00\x01", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,6 +207,14 @@ func TestCompact(t *testing.T) {
 			}
 			if !slices.Equal(head(q), head(p)) {
 				t.Error("compacting moved features across the header split")
+			}
+			if len(q.Runs) != len(p.Runs) || tc.set["run_length"] != "" && len(p.Runs) < 2 {
+				t.Fatalf("compacted: %d runs of the body, parsed %d", len(q.Runs), len(p.Runs))
+			}
+			for i, r := range q.Runs {
+				if r.Head() != p.Runs[i].Head() || !maps.Equal(r.Map(), p.Runs[i].Map()) {
+					t.Errorf("run %d changed in compacting", i)
+				}
 			}
 		})
 	}

@@ -52,6 +52,17 @@ type Config struct {
 	// length-normalized on its own (nb.Feature.Part), so that a long body
 	// cannot drown the header's evidence of sender, route and recipient.
 	SplitHeader bool
+	// RunLength, when positive, makes every run of RunLength body tokens a
+	// witness of its own: with the header, each run is scored as if it
+	// were the whole body, and the runs are pooled as nb.Pool says, under
+	// the hypothesis that one of them carries the message's payload. A
+	// message is as positive as the whole of it or as its runs pooled,
+	// whichever is more. Text added to a message, innocent words or
+	// whole sentences, can outvote the payload in the whole body, but it
+	// cannot change a run it is not in. A body of at most 1.5·RunLength
+	// tokens is its own one run. Runs decide only: training learns from
+	// whole messages. Zero turns it off.
+	RunLength int
 }
 
 // DefaultConfig returns the settings the product ships with, each chosen on
@@ -247,6 +258,7 @@ var settings = map[string]setting{
 	"discriminative": boolSetting("add learned per-feature weights to naive Bayes (an online logistic regression with naive Bayes as its offset)", func(c *Config) *bool { return &c.NB.Discriminative }),
 	"mix":            floatSetting("weight of naive Bayes's log-likelihood in the discriminative score (0 = 0.3)", func(c *Config) *float64 { return &c.NB.Mix }),
 	"rate":           floatSetting("learning rate of the discriminative weights (0 = 1)", func(c *Config) *float64 { return &c.NB.Rate }),
+	"run_length":     intSetting("score each run of N body tokens with the header as a witness of its own; pool the runs, one of which carries the payload (0 = off)", func(c *Config) *int { return &c.RunLength }),
 	"min_spread":     floatSetting("leave out features whose log p(w|c) spreads less than this between classes, in nats", func(c *Config) *float64 { return &c.NB.MinSpread }),
 	"min_count":      floatSetting("leave out features seen fewer times than this in training", func(c *Config) *float64 { return &c.NB.MinCount }),
 	"cost_fp":        floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),

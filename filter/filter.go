@@ -79,6 +79,10 @@ type Prepared struct {
 	Truncated bool
 	// Problems lists non-fatal trouble met while parsing.
 	Problems []string
+	// Runs holds, when Config.RunLength asks for them and the body is long
+	// enough to have more than one, a bag per run of the body's tokens,
+	// each with the whole header.
+	Runs []bow.Bag
 }
 
 // Prepare parses raw into a Prepared message. With names set, the bag keeps
@@ -97,7 +101,30 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 		Lang:      res.Lang,
 		Truncated: res.Truncated,
 		Problems:  res.Problems,
+		Runs:      runs(res.Tokens, res.Header, f.cfg.RunLength, o),
 	}, nil
+}
+
+// runs returns the bags of the header's tokens, tokens[:head], with each
+// run of w body tokens in turn, or nil when w is 0 or the body has no
+// more than one run. A tail shorter than w/2 joins the run before it: a
+// few tokens alone are too little evidence to be a witness.
+func runs(tokens []string, head, w int, o bow.Options) []bow.Bag {
+	if w <= 0 || len(tokens)-head <= w+w/2 {
+		return nil
+	}
+	var bags []bow.Bag
+	buf := make([]string, 0, head+w+w/2)
+	for start := head; start < len(tokens); {
+		end := start + w
+		if len(tokens)-end < w/2 {
+			end = len(tokens)
+		}
+		buf = append(append(buf[:0], tokens[:head]...), tokens[start:end]...)
+		bags = append(bags, bow.NewSplit(buf, head, o))
+		start = end
+	}
+	return bags
 }
 
 // Verdict is the filter's conclusion about one message.
@@ -165,13 +192,34 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	if err != nil {
 		return Verdict{}, err
 	}
-	var r nb.Result
+	r := m.Score(fs)
+	// The message is as positive as the whole of it or, if more, as its
+	// runs pooled: text added to a message can outvote the payload in the
+	// whole body, but not in the runs it leaves alone.
+	if len(p.Runs) > 0 {
+		at := make(map[uint64]int, len(fs))
+		for i := range fs {
+			at[fs[i].Hash] = i
+		}
+		rs := make([]nb.Result, len(p.Runs))
+		rfs := make([][]nb.Feature, len(p.Runs))
+		best := 0
+		for i, run := range p.Runs {
+			rfs[i] = f.runFeatures(run, fs, at)
+			rs[i] = m.Score(rfs[i])
+			if rs[i].LogOdds(f.cfg.Positive) > rs[best].LogOdds(f.cfg.Positive) {
+				best = i
+			}
+		}
+		if pooled := nb.Pool(rs, f.cfg.Positive); pooled.LogOdds(f.cfg.Positive) > r.LogOdds(f.cfg.Positive) {
+			r, fs = pooled, rfs[best]
+		}
+	}
+	// An explanation is of the features that decided: the whole
+	// message's, or the most positive run's.
 	var ex nb.Explanation
 	if o.Explain > 0 {
 		ex = m.Explain(fs, o.Explain)
-		r = ex.Result
-	} else {
-		r = m.Score(fs)
 	}
 	d := f.decider.Decide(r)
 	v := Verdict{
@@ -289,6 +337,32 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 		}
 	}
 	return m, fs, nil
+}
+
+// runFeatures returns the features of run, a bag of a subset of the
+// message's tokens, with the counts and weights of the message's features
+// fs, which at maps from hash to index.
+func (f *Filter) runFeatures(run bow.Bag, fs []nb.Feature, at map[uint64]int) []nb.Feature {
+	hashes, counts := run.Hashes(), run.Counts()
+	out := make([]nb.Feature, len(hashes))
+	for i, h := range hashes {
+		// A run's tokens and pairs are all the message's, but a token
+		// of the header that the body repeats belongs to the header in
+		// both, so only the run says which part a feature is of.
+		if j, ok := at[uint64(h)]; ok {
+			out[i] = fs[j]
+		}
+		out[i].Hash = uint64(h)
+		out[i].Count = float64(counts[i])
+		out[i].Part = 0
+		if f.cfg.SplitHeader && i >= run.Head() {
+			out[i].Part = 1
+		}
+		if run.Names != nil {
+			out[i].Name = run.Names[h]
+		}
+	}
+	return out
 }
 
 // classMap returns, for each configured class, its index in t.Classes or

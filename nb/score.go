@@ -538,3 +538,34 @@ func (e *estimator) terms(f *Feature) float64 {
 	}
 	return n
 }
+
+// Pool returns the result of a message judged by its runs, rs, under the
+// hypothesis that one of them, each as likely as the others, carries the
+// evidence for class: the likelihood ratio of class is then the mean of
+// the runs' ratios, so its log-odds are the log of the mean of exp(log-odds)
+// over rs. Text added to a message changes only the runs it is in, and a
+// run that still carries a payload keeps the pooled log-odds within log K
+// of its own, while a message that has no such run gains nothing from
+// being cut into K. Pool returns the run with the largest log-odds of
+// class, its score for class moved to the pooled log-odds; it changes
+// that run's slices. It returns the zero Result when rs is empty or class
+// is not one of their classes.
+func Pool(rs []Result, class string) Result {
+	if len(rs) == 0 || rs[0].Index(class) < 0 {
+		return Result{}
+	}
+	best, top := 0, rs[0].LogOdds(class)
+	for i := range rs {
+		if lo := rs[i].LogOdds(class); lo > top {
+			best, top = i, lo
+		}
+	}
+	var z float64
+	for i := range rs {
+		z += math.Exp(rs[i].LogOdds(class) - top)
+	}
+	r := rs[best]
+	r.LogJoint[r.Index(class)] += math.Log(z / float64(len(rs)))
+	r.normalize()
+	return r
+}
