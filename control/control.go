@@ -79,6 +79,8 @@ type Verdict struct {
 	Probability float64 `json:"probability"`
 	// Score is the spam log-odds.
 	Score float64 `json:"score"`
+	// Required is the score at and above which a message is spam.
+	Required float64 `json:"required"`
 	// Used is the number of the message's features that were scored.
 	Used int `json:"used"`
 	// Digest is the hex digest identifying the message.

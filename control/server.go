@@ -351,6 +351,7 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 		Class:       v.Class,
 		Probability: v.Probability,
 		Score:       v.Score,
+		Required:    s.Filter().Config().Required(),
 		Used:        v.Used,
 		Digest:      hex.EncodeToString(v.Digest[:]),
 		TrainedAs:   v.TrainedAs,

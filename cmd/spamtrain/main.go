@@ -14,6 +14,7 @@
 //	spamtrain delete-user --db DIR [--global] [NAME...]
 //	spamtrain eval     (--index FILE | --spam PATH... --ham PATH...) [--mode split|cv|online] ...
 //	spamtrain pipe     --db DIR
+//	spamtrain filter   [--db DIR] [--user NAME] [--exit-codes H,S,U,E] [--tag TAG] < MESSAGE
 //	spamtrain report   --user NAME --spam|--ham [--api ADDR] FILE|-
 //	spamtrain simulate --index FILE [--user NAME=FOLDER,...]... [--lambda L,...] [--plots DIR]
 //	spamtrain settings
@@ -69,6 +70,7 @@ var commands = []command{
 	{"delete-user", "delete users' models whole", runDeleteUser},
 	{"eval", "measure filter quality on labelled mail", runEval},
 	{"pipe", "train and classify by commands read from standard input", runPipe},
+	{"filter", "classify the message on standard input and write it with spamd's headers", runFilter},
 	{"report", "report a message as spam or ham for a user to the running spamd", runReport},
 	{"simulate", "measure per-user models fed by reports on labelled mail", runSimulate},
 	{"settings", "list the filter settings --set accepts", runSettings},
@@ -137,6 +139,9 @@ func run(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		err := c.run(ctx, e, args[1:])
+		if code, ok := filterExit(e, err); ok {
+			return code
+		}
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			// -h printed the command's flags: what was asked.

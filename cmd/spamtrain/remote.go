@@ -51,6 +51,7 @@ var remoteRuns = map[string]remoteRun{
 	"dump":        remoteDump,
 	"restore":     remoteRestore,
 	"delete-user": remoteDeleteUser,
+	"filter":      remoteFilter,
 }
 
 func init() {

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/mailbox"
+	"github.com/spamd/spamd/milter"
+)
+
+// The filter command is for delivery outside the MTA's milter: procmail,
+// maildrop, Exim's transport filter, Dovecot Sieve's extprograms. It
+// reads one message on standard input and writes it to standard output
+// with the headers the milter adds, and says the verdict in its exit
+// status. Whatever fails, the message itself is written: a filter must
+// never lose mail.
+
+// exitCodes are the exit statuses of the filter command by outcome.
+type exitCodes struct{ ham, spam, unsure, err int }
+
+func (c *exitCodes) String() string {
+	return fmt.Sprintf("%d,%d,%d,%d", c.ham, c.spam, c.unsure, c.err)
+}
+
+func (c *exitCodes) Set(s string) error {
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return errors.New("want HAM,SPAM,UNSURE,ERROR, e.g. 0,1,2,3")
+	}
+	var v [4]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 || n > 125 {
+			return fmt.Errorf("%q is not an exit status (0 to 125)", p)
+		}
+		v[i] = n
+	}
+	*c = exitCodes{v[0], v[1], v[2], v[3]}
+	return nil
+}
+
+// exitStatus is an error that carries the exit status the filter ends
+// with, having done its work.
+type exitStatus struct {
+	code int
+	err  error // nil when the status says a verdict
+}
+
+func (e *exitStatus) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
+func (e *exitStatus) Unwrap() error { return e.err }
+
+// filterArgs are the parsed arguments of filter.
+type filterArgs struct {
+	mf    modelFlags
+	codes exitCodes
+	tag   string
+	tagOK bool // --tag was given
+}
+
+func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
+	fs := flag.NewFlagSet("filter", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	a := &filterArgs{codes: exitCodes{0, 1, 2, 3}}
+	a.mf.register(fs, true)
+	fs.Var(&a.codes, "exit-codes", "exit statuses for ham, spam, unsure and error; procmail's f flag wants 0,0,0,0")
+	tag := fs.String("tag", "", "Subject tag for spam (default: [actions] subject_tag of spamd's configuration)")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError(err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: filter reads the message on standard input and takes no arguments", errUsage)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "tag" {
+			a.tagOK = true
+		}
+	})
+	a.tag = *tag
+	return a, nil
+}
+
+// subjectTag is the tag to put on spam: --tag, else spamd's own.
+func (a *filterArgs) subjectTag() string {
+	if a.tagOK {
+		return a.tag
+	}
+	cfg, _, err := loadConfig(a.mf.cfgPath)
+	if err != nil {
+		return ""
+	}
+	return cfg.Actions.SubjectTag
+}
+
+// readFiltered reads the message on standard input, up to the size a
+// mailbox message may have; a longer one is passed on untouched.
+func readFiltered(in io.Reader) (raw []byte, whole bool, err error) {
+	raw, err = io.ReadAll(io.LimitReader(in, mailbox.DefaultMaxBytes+1))
+	return raw, len(raw) <= mailbox.DefaultMaxBytes, err
+}
+
+// passOn writes the message, annotated when v is not nil, and returns
+// the exit status for it.
+func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, r *milter.Result, label string, cause error) error {
+	out := raw
+	if r != nil {
+		out = milter.Annotate(raw, *r, label == filter.Spam, a.subjectTag())
+	}
+	if _, err := e.stdout.Write(out); err != nil {
+		return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
+	}
+	if rest != nil {
+		if _, err := io.Copy(e.stdout, rest); err != nil {
+			return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
+		}
+	}
+	switch {
+	case cause != nil:
+		return &exitStatus{code: a.codes.err, err: fmt.Errorf("the message was passed on unfiltered: %w", cause)}
+	case label == filter.Spam:
+		return &exitStatus{code: a.codes.spam}
+	case label == filter.Ham:
+		return &exitStatus{code: a.codes.ham}
+	}
+	return &exitStatus{code: a.codes.unsure}
+}
+
+func runFilter(ctx context.Context, e *env, args []string) error {
+	a, err := parseFilterArgs(e, args)
+	if err != nil {
+		return err
+	}
+	raw, whole, err := readFiltered(e.stdin)
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, "", fmt.Errorf("read the message: %w", err))
+	}
+	if !whole {
+		return passOn(e, a, raw, e.stdin, nil, "", errors.New("the message is larger than a message may be"))
+	}
+	f, st, err := a.mf.open(ctx, e)
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, "", err)
+	}
+	defer st.Close()
+	v, err := f.Classify(ctx, a.mf.user, raw, filter.ClassifyOptions{Explain: 5})
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, "", err)
+	}
+	r := milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: f.Config().Required(), Signature: v.Digest}
+	for c, cs := range v.Toward {
+		for _, x := range cs {
+			if c == f.Config().Positive {
+				r.Spammy = append(r.Spammy, x.Name)
+			} else {
+				r.Hammy = append(r.Hammy, x.Name)
+			}
+		}
+	}
+	return passOn(e, a, raw, nil, &r, v.Label(), nil)
+}
+
+// remoteFilter classifies through the daemon.
+func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string) error {
+	a, err := parseFilterArgs(e, args)
+	if err != nil {
+		return err
+	}
+	if err := checkRemote(&a.mf); err != nil {
+		return err
+	}
+	raw, whole, err := readFiltered(e.stdin)
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, "", fmt.Errorf("read the message: %w", err))
+	}
+	if !whole {
+		return passOn(e, a, raw, e.stdin, nil, "", errors.New("the message is larger than a message may be"))
+	}
+	v, err := c.Classify(ctx, a.mf.user, raw, 5)
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, "", err)
+	}
+	r := milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}
+	if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(r.Signature) {
+		copy(r.Signature[:], d)
+	}
+	for c, ws := range v.Toward {
+		for _, w := range ws {
+			if c == filter.Spam {
+				r.Spammy = append(r.Spammy, w.Token)
+			} else {
+				r.Hammy = append(r.Hammy, w.Token)
+			}
+		}
+	}
+	return passOn(e, a, raw, nil, &r, v.Verdict, nil)
+}
+
+// filterExit turns the filter's outcome into main's exit status.
+func filterExit(e *env, err error) (int, bool) {
+	var st *exitStatus
+	if !errors.As(err, &st) {
+		return 0, false
+	}
+	if st.err != nil {
+		fmt.Fprintf(e.stderr, "spamtrain filter: %v\n", st.err)
+	}
+	return st.code, true
+}
