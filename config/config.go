@@ -90,6 +90,12 @@ type Store struct {
 	// it off (and with Redis, classifying while Redis is down). Default
 	// 64, enough for a global model of several thousand messages.
 	CacheMB int `toml:"cache_mb"`
+	// ReserveMB is the free space, in MiB, a Badger store leaves on its
+	// filesystem: below it the store turns read-only (it classifies, and
+	// refuses training, which waits in the report queue) rather than
+	// risk a crash on a full disk. 0 means the store's default (256 MiB
+	// or more); -1 turns the check off.
+	ReserveMB int `toml:"reserve_mb"`
 	// SyncWrites fsyncs every training commit of the Badger store, so
 	// that it survives a power loss, at a large cost in training
 	// throughput.
@@ -532,6 +538,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store.Dir == "" {
 		return bad("store.dir", "must not be empty")
+	}
+	if c.Store.ReserveMB < -1 {
+		return bad("store.reserve_mb", "want MiB, 0 for the default or -1 for no check, not %d", c.Store.ReserveMB)
 	}
 	if c.Store.CacheMB < 0 {
 		return bad("store.cache_mb", "must not be negative")

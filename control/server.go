@@ -276,7 +276,17 @@ func (s *Server) withBody(r *http.Request, training bool) (release func(), err e
 func (s *Server) health(_ http.ResponseWriter, r *http.Request) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.Filter().Store().Totals(ctx, ""); err != nil {
+	st := s.Filter().Store()
+	if hr, ok := st.(store.HealthReporter); ok {
+		switch h := hr.Health(); h.State {
+		case store.StateFailed:
+			return nil, retryLater(fmt.Errorf("store failed: %s", h.Reason), faultWait)
+		case store.StateDegraded:
+			// Mail is still classified; training waits.
+			return map[string]string{"status": "degraded", "reason": h.Reason}, nil
+		}
+	}
+	if _, err := st.Totals(ctx, ""); err != nil {
 		return nil, retryLater(fmt.Errorf("store: %w", err), faultWait)
 	}
 	return map[string]string{"status": "ok"}, nil

@@ -180,6 +180,15 @@ func warnIdentity(log *slog.Logger, pat junkwatch.Pattern, rule identity.Rule, d
 		"pattern", pat.String())
 }
 
+// reserveBytes is the store's free-space reserve for [store] reserve_mb:
+// 0 the store's default, -1 none.
+func reserveBytes(mb int) int64 {
+	if mb < 0 {
+		return -1
+	}
+	return int64(mb) << 20
+}
+
 // compacter is a store that can give back disk space: Badger.
 type compacter interface{ Compact(context.Context) error }
 
@@ -210,7 +219,8 @@ func openBadger(ctx context.Context, c config.Store, cache int64, log *slog.Logg
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	st, err := badgerstore.Open(ctx, c.Dir, badgerstore.Options{Logger: log, CacheBytes: cache, SyncWrites: c.SyncWrites})
+	st, err := badgerstore.Open(ctx, c.Dir, badgerstore.Options{Logger: log, CacheBytes: cache, SyncWrites: c.SyncWrites,
+		ReserveBytes: reserveBytes(c.ReserveMB)})
 	if errors.Is(err, badgerstore.ErrLocked) {
 		return nil, fmt.Errorf("store %s is in use by another process (another spamd, or spamtrain): stop it first: %w", c.Dir, err)
 	}

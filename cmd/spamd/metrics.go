@@ -15,6 +15,7 @@ import (
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
+	"github.com/spamd/spamd/store"
 )
 
 // metrics are the daemon's Prometheus metrics. It is the Observer of the
@@ -100,6 +101,33 @@ func (m *metrics) watch(st modelStore, ms *milter.Server, q *reportq.Queue) {
 		}, func() float64 { return float64(q.Len()) }),
 		&modelCollector{st: st},
 	)
+	if hr, ok := st.(store.HealthReporter); ok {
+		m.reg.MustRegister(&healthCollector{hr: hr})
+	}
+}
+
+// healthCollector exports the store's health: its state and its faults
+// by kind.
+type healthCollector struct{ hr store.HealthReporter }
+
+var (
+	storeStateDesc = prometheus.NewDesc("spamd_store_state",
+		"The store's state: 0 ok, 1 degraded (read-only: disk full or unwritable), 2 failed.", nil, nil)
+	storeFaultsDesc = prometheus.NewDesc("spamd_store_faults_total",
+		"Store faults met, by kind.", []string{"kind"}, nil)
+)
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeStateDesc
+	ch <- storeFaultsDesc
+}
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.hr.Health()
+	ch <- prometheus.MustNewConstMetric(storeStateDesc, prometheus.GaugeValue, float64(h.State))
+	for kind, n := range h.Faults {
+		ch <- prometheus.MustNewConstMetric(storeFaultsDesc, prometheus.CounterValue, float64(n), kind)
+	}
 }
 
 func (m *metrics) handler() http.Handler {
