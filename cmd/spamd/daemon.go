@@ -555,10 +555,30 @@ func goSafe(log *slog.Logger, name string, errc chan<- error, fn func() error) {
 
 // healthy checks that the store answers.
 func (d *daemon) healthy(ctx context.Context) error {
+	if hr, ok := d.st.(store.HealthReporter); ok {
+		if err := storeHealthy(hr.Health(), time.Now()); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := d.st.Totals(ctx, "")
 	return err
+}
+
+// failedGrace is how long a failed store has to reopen itself before the
+// watchdog lets systemd restart spamd: longer than the store's own
+// reopening, which backs off to a minute.
+const failedGrace = 2 * time.Minute
+
+// storeHealthy is the watchdog's view of the store's health at now: a
+// store read-only for want of space is alive (it classifies), one failed
+// for longer than failedGrace is not.
+func storeHealthy(h store.Health, now time.Time) error {
+	if h.State == store.StateFailed && now.Sub(h.Since) > failedGrace {
+		return fmt.Errorf("the store failed %v ago and has not recovered: %s", now.Sub(h.Since).Round(time.Second), h.Reason)
+	}
+	return nil
 }
 
 // listen listens on addr, "tcp://HOST:PORT" or "unix:/PATH". A unix

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spamd/spamd/store"
+)
+
+// TestStoreHealthy checks when the watchdog stops pinging for the store.
+func TestStoreHealthy(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name string
+		h    store.Health
+		ok   bool
+	}{
+		{"ok", store.Health{State: store.StateOK}, true},
+		{"degraded for long: still classifying", store.Health{State: store.StateDegraded, Since: now.Add(-time.Hour)}, true},
+		{"failed just now: reopening", store.Health{State: store.StateFailed, Since: now.Add(-time.Minute)}, true},
+		{"failed for long", store.Health{State: store.StateFailed, Since: now.Add(-3 * time.Minute), Reason: "memtable"}, false},
+	} {
+		if err := storeHealthy(tt.h, now); (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
