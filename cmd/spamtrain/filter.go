@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/mailbox"
@@ -65,10 +67,10 @@ func (e *exitStatus) Unwrap() error { return e.err }
 
 // filterArgs are the parsed arguments of filter.
 type filterArgs struct {
-	mf    modelFlags
-	codes exitCodes
-	tag   string
-	tagOK bool // --tag was given
+	mf      modelFlags
+	codes   exitCodes
+	tag     string // the Subject tag for spam
+	explain int    // the tokens per side X-Spamd-Result lists
 }
 
 func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
@@ -84,25 +86,20 @@ func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: filter reads the message on standard input and takes no arguments", errUsage)
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "tag" {
-			a.tagOK = true
-		}
-	})
-	a.tag = *tag
-	return a, nil
-}
-
-// subjectTag is the tag to put on spam: --tag, else spamd's own.
-func (a *filterArgs) subjectTag() string {
-	if a.tagOK {
-		return a.tag
-	}
+	// The headers are spamd's: its tag and its explanation length,
+	// unless told otherwise. A configuration that cannot be read leaves
+	// the defaults; the message is still passed on.
 	cfg, _, err := loadConfig(a.mf.cfgPath)
 	if err != nil {
-		return ""
+		cfg = config.Default(os.Getenv)
 	}
-	return cfg.Actions.SubjectTag
+	a.tag, a.explain = cfg.Actions.SubjectTag, cfg.Milter.Explain
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "tag" {
+			a.tag = *tag
+		}
+	})
+	return a, nil
 }
 
 // readFiltered reads the message on standard input, up to the size a
@@ -112,12 +109,14 @@ func readFiltered(in io.Reader) (raw []byte, whole bool, err error) {
 	return raw, len(raw) <= mailbox.DefaultMaxBytes, err
 }
 
-// passOn writes the message, annotated when v is not nil, and returns
-// the exit status for it.
-func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, r *milter.Result, label string, cause error) error {
+// passOn writes the message, annotated with r unless cause says why it
+// could not be judged, and returns the exit status for it.
+func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, r *milter.Result, cause error) error {
 	out := raw
-	if r != nil {
-		out = milter.Annotate(raw, *r, label == filter.Spam, a.subjectTag())
+	label := ""
+	if cause == nil {
+		label = r.Verdict
+		out = milter.Annotate(raw, *r, label == filter.Spam, a.tag)
 	}
 	if _, err := e.stdout.Write(out); err != nil {
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
@@ -143,33 +142,28 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, whole, err := readFiltered(e.stdin)
-	if err != nil {
-		return passOn(e, a, raw, nil, nil, "", fmt.Errorf("read the message: %w", err))
-	}
-	if !whole {
-		return passOn(e, a, raw, e.stdin, nil, "", errors.New("the message is larger than a message may be"))
-	}
-	f, st, err := a.mf.open(ctx, e)
-	if err != nil {
-		return passOn(e, a, raw, nil, nil, "", err)
-	}
-	defer st.Close()
-	v, err := f.Classify(ctx, a.mf.user, raw, filter.ClassifyOptions{Explain: 5})
-	if err != nil {
-		return passOn(e, a, raw, nil, nil, "", err)
-	}
-	r := milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: f.Config().Required(), Signature: v.Digest}
-	for c, cs := range v.Toward {
-		for _, x := range cs {
-			if c == f.Config().Positive {
-				r.Spammy = append(r.Spammy, x.Name)
-			} else {
-				r.Hammy = append(r.Hammy, x.Name)
+	return filterMessage(e, a, func(raw []byte) (*milter.Result, error) {
+		f, st, err := a.mf.open(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		v, err := f.Classify(ctx, a.mf.user, raw, filter.ClassifyOptions{Explain: a.explain})
+		if err != nil {
+			return nil, err
+		}
+		r := &milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: f.Config().Required(), Signature: v.Digest}
+		for c, cs := range v.Toward {
+			for _, x := range cs {
+				if c == f.Config().Positive {
+					r.Spammy = append(r.Spammy, x.Name)
+				} else {
+					r.Hammy = append(r.Hammy, x.Name)
+				}
 			}
 		}
-	}
-	return passOn(e, a, raw, nil, &r, v.Label(), nil)
+		return r, nil
+	})
 }
 
 // remoteFilter classifies through the daemon.
@@ -181,31 +175,40 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
-	raw, whole, err := readFiltered(e.stdin)
-	if err != nil {
-		return passOn(e, a, raw, nil, nil, "", fmt.Errorf("read the message: %w", err))
-	}
-	if !whole {
-		return passOn(e, a, raw, e.stdin, nil, "", errors.New("the message is larger than a message may be"))
-	}
-	v, err := c.Classify(ctx, a.mf.user, raw, 5)
-	if err != nil {
-		return passOn(e, a, raw, nil, nil, "", err)
-	}
-	r := milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}
-	if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(r.Signature) {
-		copy(r.Signature[:], d)
-	}
-	for c, ws := range v.Toward {
-		for _, w := range ws {
-			if c == filter.Spam {
-				r.Spammy = append(r.Spammy, w.Token)
-			} else {
-				r.Hammy = append(r.Hammy, w.Token)
+	return filterMessage(e, a, func(raw []byte) (*milter.Result, error) {
+		v, err := c.Classify(ctx, a.mf.user, raw, a.explain)
+		if err != nil {
+			return nil, err
+		}
+		r := &milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}
+		if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(r.Signature) {
+			copy(r.Signature[:], d)
+		}
+		for c, ws := range v.Toward {
+			for _, w := range ws {
+				if c == filter.Spam {
+					r.Spammy = append(r.Spammy, w.Token)
+				} else {
+					r.Hammy = append(r.Hammy, w.Token)
+				}
 			}
 		}
+		return r, nil
+	})
+}
+
+// filterMessage reads the message on standard input, judges it with
+// classify and passes it on.
+func filterMessage(e *env, a *filterArgs, classify func(raw []byte) (*milter.Result, error)) error {
+	raw, whole, err := readFiltered(e.stdin)
+	if err != nil {
+		return passOn(e, a, raw, nil, nil, fmt.Errorf("read the message: %w", err))
 	}
-	return passOn(e, a, raw, nil, &r, v.Verdict, nil)
+	if !whole {
+		return passOn(e, a, raw, e.stdin, nil, errors.New("the message is larger than a message may be"))
+	}
+	r, err := classify(raw)
+	return passOn(e, a, raw, nil, r, err)
 }
 
 // filterExit turns the filter's outcome into main's exit status.

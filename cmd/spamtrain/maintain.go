@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -91,13 +90,23 @@ func printStats(e *env, out storeStats, asJSON bool, where string) error {
 	return nil
 }
 
-func runCheck(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+// parseStoreCommand parses the flags of a command that takes nothing but
+// the store: check and compact.
+func parseStoreCommand(e *env, name string, args []string) (*modelFlags, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var mf modelFlags
 	mf.register(fs, false)
 	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+		return nil, usageError(err)
+	}
+	return &mf, nil
+}
+
+func runCheck(ctx context.Context, e *env, args []string) error {
+	mf, err := parseStoreCommand(e, "check", args)
+	if err != nil {
+		return err
 	}
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
@@ -108,77 +117,50 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var bad []error
-	for _, u := range users {
-		name := u
-		if name == "" {
-			name = "(global)"
-		}
+	checks := make([]control.Checked, len(users))
+	for i, u := range users {
+		checks[i].User = u
 		if err := st.Check(ctx, u); err != nil {
-			fmt.Fprintf(e.stdout, "%s: %v\n", name, err)
-			bad = append(bad, err)
-			continue
+			checks[i].Error = err.Error()
 		}
-		fmt.Fprintf(e.stdout, "%s: ok\n", name)
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%d of %d models inconsistent: %w", len(bad), len(users), errors.Join(bad...))
-	}
-	return nil
+	return printChecks(e, checks)
 }
 
 // remoteCheck checks the models of the daemon's store.
 func remoteCheck(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, false)
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+	if _, err := parseStoreCommand(e, "check", args); err != nil {
+		return err
 	}
-	res, err := c.Check(ctx)
+	checks, err := c.Check(ctx)
 	if err != nil {
 		return err
 	}
-	bad := 0
-	for _, r := range res {
-		if r.Error != "" {
-			bad++
-			fmt.Fprintf(e.stdout, "%s: %s\n", userName(r.User), r.Error)
-			continue
-		}
-		fmt.Fprintf(e.stdout, "%s: ok\n", userName(r.User))
-	}
-	if bad > 0 {
-		return fmt.Errorf("%d of %d models inconsistent", bad, len(res))
-	}
-	return nil
+	return printChecks(e, checks)
 }
 
-// remoteCompact compacts the daemon's store.
-func remoteCompact(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, false)
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+// printChecks prints a line per model checked, and fails when any is
+// inconsistent.
+func printChecks(e *env, checks []control.Checked) error {
+	bad := 0
+	for _, c := range checks {
+		if c.Error != "" {
+			bad++
+			fmt.Fprintf(e.stdout, "%s: %s\n", userName(c.User), c.Error)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: ok\n", userName(c.User))
 	}
-	res, err := c.Compact(ctx)
-	if err != nil {
-		return err
+	if bad > 0 {
+		return fmt.Errorf("%d of %d models inconsistent (see above)", bad, len(checks))
 	}
-	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(res.Before)/(1<<20), float64(res.After)/(1<<20))
 	return nil
 }
 
 func runCompact(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var mf modelFlags
-	mf.register(fs, false)
-	if err := fs.Parse(args); err != nil {
-		return usageError(err)
+	mf, err := parseStoreCommand(e, "compact", args)
+	if err != nil {
+		return err
 	}
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
@@ -190,8 +172,26 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	l1, v1 := st.Size()
-	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(l0+v0)/(1<<20), float64(l1+v1)/(1<<20))
+	printCompacted(e, control.Compacted{Before: l0 + v0, After: l1 + v1})
 	return nil
+}
+
+// remoteCompact compacts the daemon's store.
+func remoteCompact(ctx context.Context, e *env, c *control.Client, args []string) error {
+	if _, err := parseStoreCommand(e, "compact", args); err != nil {
+		return err
+	}
+	res, err := c.Compact(ctx)
+	if err != nil {
+		return err
+	}
+	printCompacted(e, res)
+	return nil
+}
+
+// printCompacted says what compacting did to the store's size.
+func printCompacted(e *env, c control.Compacted) {
+	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(c.Before)/(1<<20), float64(c.After)/(1<<20))
 }
 
 func runSettings(_ context.Context, e *env, args []string) error {
