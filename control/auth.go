@@ -91,46 +91,43 @@ func (s *Server) authenticate(r *http.Request) error {
 	return nil
 }
 
-// mayTrain reports whether the request's peer may train user's model:
-// a TCP client with the token (checked by authenticate), root, the
-// daemon's own uid, an admin account, or the account named like user.
-func (s *Server) mayTrain(r *http.Request, user string) error {
+// who tells what the request's peer may touch: every model (all) for a
+// TCP client with the token (checked by authenticate), root, the
+// daemon's own uid or an admin account; else the model named like its
+// account, "" if it has none. err says why a unix peer is unknown.
+func (s *Server) who(r *http.Request) (all bool, uid int, account string, err error) {
 	p := peerOf(r.Context())
-	if !p.unix {
-		return nil
+	switch {
+	case !p.unix:
+		return true, 0, "", nil
+	case p.err != nil:
+		return false, 0, "", fmt.Errorf("%w: peer credentials unknown: %v", errForbidden, p.err)
+	case p.uid == 0 || p.uid == s.uid:
+		return true, p.uid, "", nil
 	}
-	if p.err != nil {
-		return fmt.Errorf("%w: peer credentials unknown: %v", errForbidden, p.err)
-	}
-	if p.uid == 0 || p.uid == s.uid {
-		return nil
-	}
-	account := lookupUID(p.uid)
-	if account != "" && (slices.Contains(s.Admins, account) || account == user) {
-		return nil
-	}
-	if user == "" {
-		return fmt.Errorf("%w: uid %d (%s) may not train the global model", errForbidden, p.uid, account)
-	}
-	return fmt.Errorf("%w: uid %d (%s) may train only the model named like its account, not %q", errForbidden, p.uid, account, user)
+	account = lookupUID(p.uid)
+	return account != "" && slices.Contains(s.Admins, account), p.uid, account, nil
 }
 
-// readsAll reports whether the request's peer may read every model: a
-// TCP client with the token (checked by authenticate), root, the daemon's
-// own uid or an admin account.
+// mayTrain reports whether the request's peer may train user's model:
+// one that may touch every model (who), or the account named like user.
+func (s *Server) mayTrain(r *http.Request, user string) error {
+	all, uid, account, err := s.who(r)
+	switch {
+	case err != nil:
+		return err
+	case all || (account != "" && account == user):
+		return nil
+	case user == "":
+		return fmt.Errorf("%w: uid %d (%s) may not train the global model", errForbidden, uid, account)
+	}
+	return fmt.Errorf("%w: uid %d (%s) may train only the model named like its account, not %q", errForbidden, uid, account, user)
+}
+
+// readsAll reports whether the request's peer may read every model.
 func (s *Server) readsAll(r *http.Request) bool {
-	p := peerOf(r.Context())
-	if !p.unix {
-		return true
-	}
-	if p.err != nil {
-		return false
-	}
-	if p.uid == 0 || p.uid == s.uid {
-		return true
-	}
-	account := lookupUID(p.uid)
-	return account != "" && slices.Contains(s.Admins, account)
+	all, _, _, _ := s.who(r)
+	return all
 }
 
 // mayRead reports whether the request's peer may read user's model
@@ -138,18 +135,17 @@ func (s *Server) readsAll(r *http.Request) bool {
 // as every message's X-Spamd-Result shows; another user's model only the
 // peers that read all, and the account named like the user.
 func (s *Server) mayRead(r *http.Request, user string) error {
-	if user == "" || s.readsAll(r) {
+	if user == "" {
 		return nil
 	}
-	p := peerOf(r.Context())
-	if p.err != nil {
-		return fmt.Errorf("%w: peer credentials unknown: %v", errForbidden, p.err)
-	}
-	account := lookupUID(p.uid)
-	if account != "" && account == user {
+	all, uid, account, err := s.who(r)
+	switch {
+	case err != nil:
+		return err
+	case all || (account != "" && account == user):
 		return nil
 	}
-	return fmt.Errorf("%w: uid %d (%s) may read only the global model and the one named like its account, not %q", errForbidden, p.uid, account, user)
+	return fmt.Errorf("%w: uid %d (%s) may read only the global model and the one named like its account, not %q", errForbidden, uid, account, user)
 }
 
 // lookupUID names the account of uid, "" if it has none.

@@ -300,8 +300,9 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
-	if !s.readsAll(r) {
-		users = slices.DeleteFunc(users, func(u string) bool { return s.mayRead(r, u) != nil })
+	// The peer's account is looked up once, not once per model.
+	if all, _, account, _ := s.who(r); !all {
+		users = slices.DeleteFunc(users, func(u string) bool { return u != "" && (account == "" || u != account) })
 	}
 	out := Stats{Dir: s.Dir, Users: []UserStats{}}
 	if s.Size != nil {
@@ -559,12 +560,9 @@ func (s *Server) train(w http.ResponseWriter, r *http.Request) (any, error) {
 	err = parallel.Map(ctx, 0, in, func(d decoded) prepared {
 		defer budget.give(int64(len(d.it.Message)))
 		p := prepared{i: d.i, class: d.it.Class}
-		switch {
-		case int64(len(d.it.Message)) > lim.MaxMessage:
+		if int64(len(d.it.Message)) > lim.MaxMessage {
 			p.err = fmt.Errorf("message larger than %d bytes", lim.MaxMessage)
-		case d.it.Class != "" && !f.Config().HasClass(d.it.Class):
-			p.err = fmt.Errorf("%w %q (classes: %q)", filter.ErrUnknownClass, d.it.Class, f.Config().Classes)
-		default:
+		} else if p.err = checkClass(f, d.it.Class); p.err == nil {
 			p.p, p.err = f.Prepare(d.it.Message, false)
 		}
 		return p
