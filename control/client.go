@@ -119,43 +119,60 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 }
 
-// once sends a request once.
+// once sends a request once and decodes its JSON answer into out.
 func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := c.stream(ctx, method, path, q, rd)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// stream sends one request whose body is body (nil for none) and returns
+// the response, or the daemon's error for a status it answers with one
+// and that is not in ok.
+func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body io.Reader, ok ...int) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("spamd at %s: %w", c.addr, err)
+		return nil, fmt.Errorf("spamd at %s: %w", c.addr, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return resp, nil
+		}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		var e errorBody
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
-			e.Error = resp.Status
-		}
-		ae := &Error{Status: resp.StatusCode, Message: e.Error}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			ae.RetryAfter = time.Duration(min(s, 3600)) * time.Second
-		}
-		return ae
+	var e errorBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
+		e.Error = resp.Status
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	ae := &Error{Status: resp.StatusCode, Message: e.Error}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+		ae.RetryAfter = time.Duration(min(s, 3600)) * time.Second
 	}
-	return nil
+	return nil, ae
 }
 
 // Health checks that the daemon answers and can read its store.

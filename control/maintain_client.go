@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"time"
 )
 
 // usersQuery names users as the maintenance endpoints take them.
@@ -18,45 +16,6 @@ func usersQuery(users []string) url.Values {
 		q.Add("user", u)
 	}
 	return q
-}
-
-// stream sends one request whose body is body (nil for none) and returns
-// the response, or the daemon's error for a status it answers with one
-// and that is not in ok.
-func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body io.Reader, ok ...int) (*http.Response, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("spamd at %s: %w", c.addr, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	for _, s := range ok {
-		if resp.StatusCode == s {
-			return resp, nil
-		}
-	}
-	defer resp.Body.Close()
-	var e errorBody
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e); err != nil || e.Error == "" {
-		e.Error = resp.Status
-	}
-	ae := &Error{Status: resp.StatusCode, Message: e.Error}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-		ae.RetryAfter = time.Duration(min(s, 3600)) * time.Second
-	}
-	return nil, ae
 }
 
 // Dump writes the dump of the named users' models to w, every model when
