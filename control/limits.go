@@ -54,31 +54,23 @@ var DefaultLimits = Limits{
 // withDefaults returns l with every zero field set from DefaultLimits.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	set := func(v *int64, def int64) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setInt := func(v *int, def int) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setDur := func(v *time.Duration, def time.Duration) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	set(&l.MaxMessage, d.MaxMessage)
-	set(&l.MaxBatch, d.MaxBatch)
-	setInt(&l.MaxRequests, d.MaxRequests)
-	setInt(&l.MaxTraining, d.MaxTraining)
-	setDur(&l.QueueWait, d.QueueWait)
-	setDur(&l.ReadTimeout, d.ReadTimeout)
-	setDur(&l.WriteTimeout, d.WriteTimeout)
-	setDur(&l.IdleTimeout, d.IdleTimeout)
-	setInt(&l.MaxConnections, d.MaxConnections)
+	orDefault(&l.MaxMessage, d.MaxMessage)
+	orDefault(&l.MaxBatch, d.MaxBatch)
+	orDefault(&l.MaxRequests, d.MaxRequests)
+	orDefault(&l.MaxTraining, d.MaxTraining)
+	orDefault(&l.QueueWait, d.QueueWait)
+	orDefault(&l.ReadTimeout, d.ReadTimeout)
+	orDefault(&l.WriteTimeout, d.WriteTimeout)
+	orDefault(&l.IdleTimeout, d.IdleTimeout)
+	orDefault(&l.MaxConnections, d.MaxConnections)
 	return l
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // ReadHeaderTimeout bounds reading a request's header, whatever the
