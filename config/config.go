@@ -280,7 +280,8 @@ type API struct {
 	// least 16 bytes).
 	TokenFile string `toml:"token_file"`
 	// Admins lists unix accounts that may train and read any user's model
-	// over the socket, besides root and the daemon's own account. Any
+	// over the socket, and maintain the store (/v1/admin/*), besides root
+	// and the daemon's own account. Any
 	// other account reads (classifies with, and sees the statistics of)
 	// the global model and the model named like itself only.
 	Admins []string `toml:"admins"`

@@ -28,32 +28,6 @@ import (
 // four at 2.84 GB), and the server had no read, write or idle timeout and
 // no bound on connections.
 
-// bound is what a hostile test may cost the process; zero fields are
-// not checked. RSS and CPU are multiplied by procstat.RaceFactor.
-type bound struct {
-	rss, heap  int64
-	cpu        time.Duration
-	goroutines int
-}
-
-func within(t *testing.T, u procstat.Usage, b bound) {
-	t.Helper()
-	t.Logf("usage: %v", u)
-	f := procstat.RaceFactor()
-	if b.rss > 0 && float64(u.RSS()) > float64(b.rss)*f {
-		t.Errorf("RSS grew %.1f MiB, bound %.0f MiB", float64(u.RSS())/(1<<20), float64(b.rss)*f/(1<<20))
-	}
-	if b.heap > 0 && u.Heap() > b.heap {
-		t.Errorf("heap grew %.1f MiB, bound %d MiB", float64(u.Heap())/(1<<20), b.heap>>20)
-	}
-	if b.cpu > 0 && float64(u.CPU) > float64(b.cpu)*f {
-		t.Errorf("CPU %.2fs, bound %.1fs", u.CPU.Seconds(), b.cpu.Seconds()*f)
-	}
-	if b.goroutines > 0 && u.Goroutines() > b.goroutines {
-		t.Errorf("%d goroutines more than at the start, bound %d", u.Goroutines(), b.goroutines)
-	}
-}
-
 // attachment returns message i of a batch: a short text and an
 // attachment of size random bytes, the kind of large message a user
 // trains.
@@ -137,7 +111,7 @@ func TestHostileBodies(t *testing.T) {
 		sock, _, _ := hostileAPI(t, apiLimits{})
 		p := procstat.Start(2 * time.Millisecond)
 		status, _, b, err := post(sock, "/v1/train?user=alice", batchBody(180, func(i int) []byte { return attachment(i, 3<<18) }))
-		within(t, p.Stop(), bound{rss: 128 << 20, heap: 96 << 20, cpu: 20 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 128 << 20, Heap: 96 << 20, CPU: 20 * time.Second})
 		if err != nil || status != http.StatusOK {
 			t.Fatalf("status %d, %v: %.200s", status, err, b)
 		}
@@ -178,7 +152,7 @@ func TestHostileBodies(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		within(t, p.Stop(), bound{rss: 160 << 20, heap: 128 << 20, cpu: 15 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 160 << 20, Heap: 128 << 20, CPU: 15 * time.Second})
 		t.Logf("statuses %v", statuses)
 	})
 	t.Run("a 1 GiB message to classify", func(t *testing.T) {
@@ -186,7 +160,7 @@ func TestHostileBodies(t *testing.T) {
 		p := procstat.Start(2 * time.Millisecond)
 		body := &repeat{left: 1 << 30}
 		status, _, _, err := post(sock, "/v1/classify", body)
-		within(t, p.Stop(), bound{rss: 64 << 20, heap: 96 << 20, cpu: 3 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 96 << 20, CPU: 3 * time.Second})
 		if err == nil && status != http.StatusRequestEntityTooLarge {
 			t.Errorf("status %d, want 413", status)
 		}
@@ -203,7 +177,7 @@ func TestHostileBodies(t *testing.T) {
 		body := io.MultiReader(strings.NewReader(`{"items":[{"class":"spam","message":"`), &repeat{left: 200 << 20}, strings.NewReader(`"}]}`))
 		p := procstat.Start(2 * time.Millisecond)
 		status, _, b, err := post(sock, "/v1/train", body)
-		within(t, p.Stop(), bound{rss: 96 << 20, heap: 64 << 20, cpu: 3 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 96 << 20, Heap: 64 << 20, CPU: 3 * time.Second})
 		if err == nil && status != http.StatusRequestEntityTooLarge {
 			t.Errorf("status %d, want 413: %.200s", status, b)
 		}
@@ -249,7 +223,7 @@ func TestHostileSlowAndIdle(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		within(t, p.Stop(), bound{rss: 32 << 20, heap: 16 << 20, cpu: time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 32 << 20, Heap: 16 << 20, CPU: time.Second})
 		most := int64(0)
 		for _, b := range bodies {
 			most = max(most, b.given.Load())
@@ -282,6 +256,6 @@ func TestHostileSlowAndIdle(t *testing.T) {
 			conns = append(conns, c)
 		}
 		time.Sleep(300 * time.Millisecond)
-		within(t, p.Stop(), bound{rss: 32 << 20, heap: 16 << 20, cpu: time.Second, goroutines: 2*al.maxConnections() + 50})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 32 << 20, Heap: 16 << 20, CPU: time.Second, Goroutines: 2*al.maxConnections() + 50})
 	})
 }

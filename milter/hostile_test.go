@@ -31,33 +31,6 @@ import (
 // unpatched, no limits) used under the same test; the figures are in
 // the log with -v.
 
-// bound is what a hostile test may cost the process; zero fields are
-// not checked.
-type bound struct {
-	rss, heap  int64
-	cpu        time.Duration
-	goroutines int
-}
-
-// within logs u and fails t for each figure over b.
-func within(t *testing.T, u procstat.Usage, b bound) {
-	t.Helper()
-	t.Logf("usage: %v", u)
-	f := procstat.RaceFactor()
-	if b.rss > 0 && float64(u.RSS()) > float64(b.rss)*f {
-		t.Errorf("RSS grew %.1f MiB, bound %.0f MiB", float64(u.RSS())/(1<<20), float64(b.rss)*f/(1<<20))
-	}
-	if b.heap > 0 && u.Heap() > b.heap {
-		t.Errorf("heap grew %.1f MiB, bound %d MiB", float64(u.Heap())/(1<<20), b.heap>>20)
-	}
-	if b.cpu > 0 && float64(u.CPU) > float64(b.cpu)*f {
-		t.Errorf("CPU %.2fs, bound %.1fs", u.CPU.Seconds(), b.cpu.Seconds()*f)
-	}
-	if b.goroutines > 0 && u.Goroutines() > b.goroutines {
-		t.Errorf("%d goroutines more than at the start, bound %d", u.Goroutines(), b.goroutines)
-	}
-}
-
 // probe starts measuring; 2 ms between samples.
 func probe() *procstat.Probe { return procstat.Start(2 * time.Millisecond) }
 
@@ -144,7 +117,7 @@ func TestHostileHeaderFlood(t *testing.T) {
 			}
 		}
 		act, err := endMessage(s)
-		within(t, p.Stop(), bound{rss: 64 << 20, heap: 32 << 20, cpu: 5 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 32 << 20, CPU: 5 * time.Second})
 		rejected(t, act, err)
 		if rec.errorCount("limit") != 1 {
 			t.Errorf("%d limits counted, want 1", rec.errorCount("limit"))
@@ -176,7 +149,7 @@ func TestHostileHeaderFlood(t *testing.T) {
 				t.Fatalf("%+v, %v", act, err)
 			}
 		}
-		within(t, p.Stop(), bound{rss: 64 << 20, heap: 32 << 20, cpu: 10 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 32 << 20, CPU: 10 * time.Second})
 	})
 	t.Run("past max_connection_header_bytes the connection closes", func(t *testing.T) {
 		srv, addr, rec := hostileServer(t, limits{connHeader: 8 << 20}, true)
@@ -194,7 +167,7 @@ func TestHostileHeaderFlood(t *testing.T) {
 				_, err = endMessage(s)
 			}
 		}
-		within(t, p.Stop(), bound{rss: 64 << 20, heap: 32 << 20, cpu: 5 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 32 << 20, CPU: 5 * time.Second})
 		if err == nil {
 			t.Fatalf("100 messages of 768 KiB of header passed on one connection, limit 8 MiB")
 		}
@@ -232,7 +205,7 @@ func TestHostileSpoofFlood(t *testing.T) {
 				}
 			}
 			act, err := endMessage(s)
-			within(t, p.Stop(), bound{rss: 64 << 20, heap: 32 << 20, cpu: 5 * time.Second})
+			procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 32 << 20, CPU: 5 * time.Second})
 			rejected(t, act, err)
 			if rec.errorCount("limit") != 1 {
 				t.Errorf("%d limits counted, want 1", rec.errorCount("limit"))
@@ -348,7 +321,7 @@ func TestHostileSlowloris(t *testing.T) {
 		wg.Wait()
 		held := time.Since(start)
 		waitConnections(t, srv, 0, 30*time.Second)
-		within(t, p.Stop(), bound{rss: 32 << 20, heap: 16 << 20, cpu: 2 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 32 << 20, Heap: 16 << 20, CPU: 2 * time.Second})
 		t.Logf("%d trickling clients sent at most %d of the %d bytes of their command (read_timeout 1s; all cut after %v)",
 			clients, slices.Max(sent), command, held.Round(time.Millisecond))
 		if m := slices.Max(sent); m >= command {
@@ -392,7 +365,7 @@ func TestHostileSlowloris(t *testing.T) {
 		wg.Wait()
 		held := time.Since(start)
 		waitConnections(t, srv, 0, 30*time.Second)
-		within(t, p.Stop(), bound{rss: 32 << 20, heap: 16 << 20, cpu: 2 * time.Second})
+		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 32 << 20, Heap: 16 << 20, CPU: 2 * time.Second})
 		t.Logf("%d slow clients sent at most %d of their %d fields (message_timeout 2s; all cut after %v)",
 			clients, slices.Max(sent), fields, held.Round(time.Millisecond))
 		if m := slices.Max(sent); m >= fields {
@@ -440,7 +413,7 @@ func TestHostileIdleConnections(t *testing.T) {
 			waitConnections(t, srv, max, 5*time.Second)
 			time.Sleep(200 * time.Millisecond) // for the heap to show what was allocated
 			u := p.Now()
-			within(t, u, bound{rss: 64 << 20, heap: 32 << 20, cpu: 3 * time.Second, goroutines: max + 50})
+			procstat.Within(t, u, procstat.Bound{RSS: 64 << 20, Heap: 32 << 20, CPU: 3 * time.Second, Goroutines: max + 50})
 			if got := rec.errorCount("limit"); got != n-max {
 				t.Errorf("%d connections refused, want %d", got, n-max)
 			}

@@ -246,17 +246,16 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	if !m.c.addHeader(n) || m.over != "" {
 		return nil, nil
 	}
-	lim := m.set.Milter
+	lim := &m.set.Milter
 	if lim.MaxHeaderBytes > 0 && m.header > lim.MaxHeaderBytes {
 		m.overLimit(fmt.Sprintf("header over max_header_bytes (%d)", lim.MaxHeaderBytes))
 		return nil, nil
 	}
-	if spoofable(name) && !m.noteSpoof(name) {
-		m.overLimit(fmt.Sprintf("more than max_spoofed_headers (%d) X-Spam-* fields", lim.MaxSpoofedHeaders))
-		return nil, nil
-	}
 	if !spoofable(name) {
 		m.fields++
+	} else if !m.noteSpoof(name) {
+		m.overLimit(fmt.Sprintf("more than max_spoofed_headers (%d) X-Spam-* fields", lim.MaxSpoofedHeaders))
+		return nil, nil
 	}
 	switch {
 	case m.subject == nil && strings.EqualFold(name, "Subject"):
@@ -264,7 +263,7 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	case m.messageID == "" && strings.EqualFold(name, "Message-Id"):
 		m.messageID = strings.TrimSpace(value)
 	}
-	if len(*m.buf)+len(name)+len(value)+4 <= m.set.Milter.ClassifyBytes {
+	if len(*m.buf)+int(n) <= lim.ClassifyBytes {
 		b := append(*m.buf, name...)
 		b = append(b, ':', ' ')
 		if strings.IndexByte(value, '\n') >= 0 {

@@ -138,7 +138,7 @@ func (m *Memory) Apply(ctx context.Context, user string, ops []Op) ([]Result, er
 	if err := ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	if err := validOps(ops); err != nil {
+	if err := ValidOps(ops); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	m.mu.Lock()
@@ -201,24 +201,6 @@ func (m *Memory) apply(user string, op *Op) Result {
 	return res
 }
 
-// validOps reports the first op with an invalid class name, its own or a
-// step's.
-func validOps(ops []Op) error {
-	for i := range ops {
-		if c := ops[i].Class; c != "" {
-			if err := ValidClass(c); err != nil {
-				return fmt.Errorf("op %d: %w", i, err)
-			}
-		}
-		for _, s := range ops[i].Steps {
-			if err := ValidClass(s.Class); err != nil {
-				return fmt.Errorf("op %d: step: %w", i, err)
-			}
-		}
-	}
-	return nil
-}
-
 // classIndex returns the index of class, registering it on first use.
 func (m *Memory) classIndex(class string) int {
 	if i, ok := m.index[class]; ok {
@@ -268,12 +250,10 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	var vocab uint64
 	for _, r := range mod.rows {
 		row := Counts(mod.row(r))
-		nonZero := false
 		for c := range k {
 			tokens[c] += row.Count(c)
-			nonZero = nonZero || row.Count(c) != 0
 		}
-		if nonZero {
+		if countsAny(row) {
 			vocab++
 		}
 	}

@@ -297,3 +297,21 @@ func ValidClass(name string) error {
 	}
 	return nil
 }
+
+// ValidOps reports the first op with an invalid class name, its own or a
+// step's, so that a backend refuses the ops before it applies any.
+func ValidOps(ops []Op) error {
+	for i := range ops {
+		if c := ops[i].Class; c != "" {
+			if err := ValidClass(c); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
+			}
+		}
+		for _, s := range ops[i].Steps {
+			if err := ValidClass(s.Class); err != nil {
+				return fmt.Errorf("op %d: step: %w", i, err)
+			}
+		}
+	}
+	return nil
+}

@@ -195,3 +195,39 @@ func RaceFactor() float64 {
 	}
 	return 1
 }
+
+// Bound is what a test lets the process use while a Probe runs; a zero
+// field is not checked. RSS and CPU are multiplied by RaceFactor; the
+// heap and goroutines are not, since the race detector does not change
+// them.
+type Bound struct {
+	RSS, Heap  int64
+	CPU        time.Duration
+	Goroutines int
+}
+
+// TB is the part of testing.TB that Within reports to.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// Within logs u and fails t for each figure of u over b.
+func Within(t TB, u Usage, b Bound) {
+	t.Helper()
+	t.Logf("usage: %v", u)
+	f := RaceFactor()
+	if b.RSS > 0 && float64(u.RSS()) > float64(b.RSS)*f {
+		t.Errorf("RSS grew %.1f MiB, bound %.0f MiB", mib(u.RSS()), float64(b.RSS)*f/(1<<20))
+	}
+	if b.Heap > 0 && u.Heap() > b.Heap {
+		t.Errorf("heap grew %.1f MiB, bound %d MiB", mib(u.Heap()), b.Heap>>20)
+	}
+	if b.CPU > 0 && float64(u.CPU) > float64(b.CPU)*f {
+		t.Errorf("CPU %.2fs, bound %.1fs", u.CPU.Seconds(), b.CPU.Seconds()*f)
+	}
+	if b.Goroutines > 0 && u.Goroutines() > b.Goroutines {
+		t.Errorf("%d goroutines more than at the start, bound %d", u.Goroutines(), b.Goroutines)
+	}
+}

@@ -28,17 +28,8 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []sto
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	for i := range ops {
-		if c := ops[i].Class; c != "" {
-			if err := store.ValidClass(c); err != nil {
-				return nil, fmt.Errorf("apply op %d: %w", i, err)
-			}
-		}
-		for _, st := range ops[i].Steps {
-			if err := store.ValidClass(st.Class); err != nil {
-				return nil, fmt.Errorf("apply op %d: step: %w", i, err)
-			}
-		}
+	if err := store.ValidOps(ops); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
 	}
 	if err := s.enter(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
@@ -49,7 +40,10 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []sto
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	if err := s.writable(false); err != nil {
+	// The state alone, to refuse before reading: writable looks at the
+	// directory before each write, and a second look here would cost
+	// every Apply a stat.
+	if err := s.refusal(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	classes, err := s.register(ops)
@@ -142,7 +136,8 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []sto
 // register adds the classes of ops and of their steps not registered yet
 // to the meta record, in a transaction of its own: a class registered by
 // an Apply that fails later stays registered, which is harmless. The steps
-// of an op that forgets are ignored, their classes too.
+// of an op that forgets are ignored, their classes too. It is called
+// holding s.life and s.wmu.
 func (s *Store) register(ops []store.Op) (*classList, error) {
 	cur := s.classes.Load()
 	var added []string
@@ -162,6 +157,9 @@ func (s *Store) register(ops []store.Op) (*classList, error) {
 	}
 	if added == nil {
 		return cur, nil
+	}
+	if err := s.writable(false); err != nil {
+		return nil, fmt.Errorf("register classes %q: %w", added, err)
 	}
 	next := newClassList(append(slices.Clone(cur.names), added...))
 	v, err := encodeMeta(meta{Schema: schemaVersion, Classes: next.names})
@@ -300,7 +298,7 @@ func (b *batch) close() {
 	// Apply waits for the transaction in flight before it returns; this
 	// is for a panic.
 	if b.inflight != nil {
-		t := time.NewTimer(b.s.writeTimeout())
+		t := time.NewTimer(b.s.opts.WriteTimeout)
 		select {
 		case <-b.inflight.done:
 		case <-t.C:
@@ -776,14 +774,14 @@ func (b *batch) wait() (int, error) {
 		return b.committed, nil
 	}
 	b.inflight = nil
-	t := time.NewTimer(b.s.writeTimeout())
+	t := time.NewTimer(b.s.opts.WriteTimeout)
 	defer t.Stop()
 	var err error
 	select {
 	case err = <-f.done:
 	case <-t.C:
 		b.abandon(f)
-		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w: Badger did not write it within %v, and may still", f.first, f.end-1, store.ErrFailed, b.s.writeTimeout())
+		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w: Badger did not write it within %v, and may still", f.first, f.end-1, store.ErrFailed, b.s.opts.WriteTimeout)
 	}
 	if err != nil {
 		if serr := b.s.writeFailed(err); serr != nil {
@@ -802,7 +800,7 @@ func (b *batch) wait() (int, error) {
 func (b *batch) abandon(f *inflight) {
 	b.s.cache.forget(b.user)
 	b.s.present.drop(b.user)
-	b.s.fail(FaultStall, fmt.Sprintf("a commit of %d ops did not finish within %v", f.end-f.first, b.s.writeTimeout()))
+	b.s.fail(FaultStall, fmt.Sprintf("a commit of %d ops did not finish within %v", f.end-f.first, b.s.opts.WriteTimeout))
 }
 
 // rollback takes the ops not yet prepared for a transaction back out of

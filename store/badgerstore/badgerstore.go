@@ -863,24 +863,32 @@ func (s *Store) Users(ctx context.Context) (_ []string, err error) {
 		return nil, fmt.Errorf("users: %w", err)
 	}
 	var users []string
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTotals}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			k := it.Item().Key()
-			if len(k) < 2 || k[len(k)-1] != 0 {
-				return fmt.Errorf("%w: malformed totals key %q", store.ErrInconsistent, k)
-			}
-			users = append(users, string(k[1:len(k)-1]))
-		}
-		return nil
+	err = s.db.View(func(txn *badger.Txn) (err error) {
+		users, err = usersOf(ctx, txn, kindTotals)
+		return err
 	})
 	if err != nil {
 		s.readFailed(ctx, err)
 		return nil, fmt.Errorf("users: %w", err)
+	}
+	return users, nil
+}
+
+// usersOf lists, sorted, the users of the keys of kind, which are the
+// kind, the user and 0x00.
+func usersOf(ctx context.Context, txn *badger.Txn, kind byte) ([]string, error) {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
+	defer it.Close()
+	var users []string
+	for it.Rewind(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		k := it.Item().Key()
+		if len(k) < 2 || k[len(k)-1] != 0 {
+			return nil, fmt.Errorf("%w: malformed key %q", store.ErrInconsistent, k)
+		}
+		users = append(users, string(k[1:len(k)-1]))
 	}
 	return users, nil
 }

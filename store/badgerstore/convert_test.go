@@ -319,7 +319,10 @@ func TestConvertCrash(t *testing.T) {
 			}
 			opened <- ok
 		}()
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		// The window grows with the kills: under -race on a loaded
+		// machine a child may spend most of 300 ms starting, and the
+		// conversion must finish some time.
+		time.Sleep(time.Duration(rng.IntN(300+20*kills)) * time.Millisecond)
 		cmd.Process.Kill()
 		done = <-opened
 		cmd.Wait()

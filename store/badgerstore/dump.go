@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -49,7 +50,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 			ferr = fmt.Errorf("dump %q: token key %x: %w", user, key, err)
 			return false
 		}
-		ferr = fn(store.Record{Hash: bow.Hash(tokenHash(key)), Counts: row})
+		ferr = fn(store.Record{Hash: bow.Hash(binary.BigEndian.Uint64(key[len(key)-8:])), Counts: row})
 		return ferr == nil
 	})
 	if err == nil {
@@ -81,15 +82,6 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 		err = ferr
 	}
 	return err
-}
-
-// tokenHash returns the hash at the end of a token key.
-func tokenHash(key []byte) uint64 {
-	var h uint64
-	for _, b := range key[len(key)-8:] {
-		h = h<<8 | uint64(b)
-	}
-	return h
 }
 
 // Restore writes user's model under a busy mark: the rows and seen
@@ -224,7 +216,7 @@ func (s *Store) restoreRecords(ctx context.Context, user string, next func() (st
 			if allZero(row) {
 				continue
 			}
-			if rowHasCount(row) {
+			if countsAny(row) {
 				tot.vocabulary++
 			}
 			buf = appendRow(buf[:0], row)
@@ -264,16 +256,6 @@ func (s *Store) restoreRecords(ctx context.Context, user string, next func() (st
 		return nil, s.writeError(err)
 	}
 	return tot, nil
-}
-
-// rowHasCount reports whether a row has a non-zero count.
-func rowHasCount(row []uint64) bool {
-	for i := 0; i < len(row); i += 2 {
-		if row[i] != 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func stepClasses(steps []store.Step) []string {
@@ -377,17 +359,9 @@ func (s *Store) dropUser(user string) error {
 // until it is reopened for writing.
 func (s *Store) finishBusy() error {
 	var users []string
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindBusy}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().Key()
-			if len(k) < 2 || k[len(k)-1] != 0 {
-				return fmt.Errorf("%w: malformed busy key %q", store.ErrInconsistent, k)
-			}
-			users = append(users, string(k[1:len(k)-1]))
-		}
-		return nil
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		users, err = usersOf(context.Background(), txn, kindBusy)
+		return err
 	})
 	if err != nil {
 		return err

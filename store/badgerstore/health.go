@@ -211,8 +211,7 @@ func (s *Store) usable() error { return s.stateErr(false) }
 // first if fresh or if the last look is older than CheckInterval. It is
 // called holding s.life, and s.wmu.
 func (s *Store) writable(fresh bool) error {
-	if err := s.stateErr(true); err != nil {
-		s.count(FaultRefused)
+	if err := s.refusal(); err != nil {
 		return err
 	}
 	if s.inMemory || s.blind.Load() {
@@ -223,20 +222,20 @@ func (s *Store) writable(fresh bool) error {
 	// memtable in it, nothing it holds can be read to salvage it.
 	if fresh || time.Since(time.Unix(0, s.lastLook.Load())) >= s.opts.CheckInterval || !s.sameDir() {
 		s.look()
-		if err := s.stateErr(true); err != nil {
-			s.count(FaultRefused)
-			return err
-		}
+		return s.refusal()
 	}
 	return nil
 }
 
-// writeTimeout returns Options.WriteTimeout, its default if unset.
-func (s *Store) writeTimeout() time.Duration {
-	if s.opts.WriteTimeout > 0 {
-		return s.opts.WriteTimeout
+// refusal returns the error the current state gives writes, counting the
+// write refused, or nil if the state lets it go on. Unlike writable, it
+// does not look at the directory.
+func (s *Store) refusal() error {
+	err := s.stateErr(true)
+	if err != nil {
+		s.count(FaultRefused)
 	}
-	return defaultWriteTimeout
+	return err
 }
 
 // look looks at the directory now and degrades or fails the store for
@@ -270,8 +269,8 @@ const dirGone = "the store's directory was removed"
 // sameDir reports whether the store's path still names the directory
 // it opened.
 func (s *Store) sameDir() bool {
-	id, err := identify(s.dir)
-	return err == nil && id.dev == s.dirID.dev && id.ino == s.dirID.ino
+	fi, err := os.Stat(s.dir)
+	return err == nil && identityOf(fi).same(s.dirID)
 }
 
 // dirIdentity tells one directory from another at the same path.
@@ -286,12 +285,19 @@ func identify(dir string) (dirIdentity, error) {
 	if err != nil {
 		return dirIdentity{}, err
 	}
+	return identityOf(fi), nil
+}
+
+func identityOf(fi fs.FileInfo) dirIdentity {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return dirIdentity{mode: fi.Mode().Perm()}, nil
+		return dirIdentity{mode: fi.Mode().Perm()}
 	}
-	return dirIdentity{dev: uint64(st.Dev), ino: uint64(st.Ino), mode: fi.Mode().Perm(), uid: int(st.Uid), gid: int(st.Gid)}, nil
+	return dirIdentity{dev: uint64(st.Dev), ino: uint64(st.Ino), mode: fi.Mode().Perm(), uid: int(st.Uid), gid: int(st.Gid)}
 }
+
+// same reports whether id and o are the same directory.
+func (id dirIdentity) same(o dirIdentity) bool { return id.dev == o.dev && id.ino == o.ino }
 
 // probeName is the file a look creates and removes to learn whether the
 // directory takes new files, as Badger's next memtable needs. Badger
@@ -311,7 +317,7 @@ func (s *Store) inspect(identity bool) fault {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fault{kind: FaultUnwritable, reason: fmt.Sprintf("cannot look at the directory: %v", err)}
 	case identity:
-		if id, err := identify(s.dir); err == nil && (id.dev != s.dirID.dev || id.ino != s.dirID.ino) {
+		if !identityOf(fi).same(s.dirID) {
 			return fault{kind: FaultDirRemoved, reason: "the store's directory was replaced by another; reopening the new one, as a restart would"}
 		}
 	}

@@ -205,6 +205,22 @@ type ticket struct {
 	oldRow []store.Counts
 }
 
+// ticket notes what a read from Redis must find unchanged to fill uc.
+func (uc *userCache) ticket() *ticket {
+	return &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, layout: uc.layout, layoutOK: uc.layoutOK}
+}
+
+// filling returns user's cache if a read under ticket t may fill it: it
+// is the one t was made for, and no connection was lost since. c.mu must
+// be held for writing.
+func (c *nodeCache) filling(user string, t *ticket) *userCache {
+	uc := c.users[user]
+	if uc != t.uc || uc.epoch != t.epoch || c.off {
+		return nil
+	}
+	return uc
+}
+
 // getTokens sets out[i] to a copy of the cached row of hashes[i] for user
 // (nil for a token known to be absent), at least width values long, and
 // returns the ticket of the misses. The rows are the caller's; those of
@@ -213,7 +229,7 @@ func (c *nodeCache) getTokens(user string, hashes []bow.Hash, out []store.Counts
 	uc := c.lookupUser(user)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	t := &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, layout: uc.layout, layoutOK: uc.layoutOK}
+	t := uc.ticket()
 	if c.users[user] != uc || !uc.layoutOK || c.off {
 		for i := range hashes {
 			t.miss = append(t.miss, i)
@@ -263,16 +279,14 @@ func (c *nodeCache) getTokens(user string, hashes []bow.Hash, out []store.Counts
 }
 
 // stale fills out[i], for each miss of t, with what the cache holds of
-// hashes[i], current or stale, leaving nil what it does not hold, and
-// reports whether it found anything of the user.
-func (c *nodeCache) stale(user string, hashes []bow.Hash, out []store.Counts, t *ticket, width int) bool {
+// hashes[i], current or stale, leaving nil what it does not hold.
+func (c *nodeCache) stale(user string, hashes []bow.Hash, out []store.Counts, t *ticket, width int) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	uc := c.users[user]
 	if uc == nil {
-		return false
+		return
 	}
-	any := len(uc.regions) > 0 || len(uc.stale) > 0
 	for _, i := range t.miss {
 		h := hashes[i]
 		var ids [2]uint32
@@ -296,7 +310,6 @@ func (c *nodeCache) stale(user string, hashes []bow.Hash, out []store.Counts, t 
 			}
 		}
 	}
-	return any
 }
 
 // fill puts what a read under ticket t found, the user's totals tot and
@@ -305,8 +318,8 @@ func (c *nodeCache) stale(user string, hashes []bow.Hash, out []store.Counts, t 
 func (c *nodeCache) fill(user string, t *ticket, hashes []bow.Hash, tot *totals, rows []store.Counts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	uc := c.users[user]
-	if uc != t.uc || uc.epoch != t.epoch || c.off {
+	uc := c.filling(user, t)
+	if uc == nil {
 		return
 	}
 	c.fillTotalsLocked(uc, t.totSeq, tot)
@@ -349,8 +362,8 @@ func (c *nodeCache) fill(user string, t *ticket, hashes []bow.Hash, tot *totals,
 func (c *nodeCache) putBack(user string, t *ticket, hashes []bow.Hash) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	uc := c.users[user]
-	if uc != t.uc || uc.epoch != t.epoch || c.off {
+	uc := c.filling(user, t)
+	if uc == nil {
 		return
 	}
 	c.putBackLocked(uc, t, hashes)
@@ -374,7 +387,7 @@ func (c *nodeCache) noteBuckets(user string, buckets []uint64) (*ticket, []uint3
 	for i, b := range buckets {
 		ids[i] = uc.regions[b].id
 	}
-	return &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, layout: uc.layout, layoutOK: uc.layoutOK}, ids
+	return uc.ticket(), ids
 }
 
 // fillDump puts the whole content of buckets, read at once with tot after
@@ -383,8 +396,8 @@ func (c *nodeCache) noteBuckets(user string, buckets []uint64) (*ticket, []uint3
 func (c *nodeCache) fillDump(user string, t *ticket, ids []uint32, tot *totals, buckets []uint64, hashes [][]bow.Hash, rows [][]store.Counts) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	uc := c.users[user]
-	if uc != t.uc || uc.epoch != t.epoch || c.off {
+	uc := c.filling(user, t)
+	if uc == nil {
 		return 0
 	}
 	c.fillTotalsLocked(uc, t.totSeq, tot)
@@ -428,7 +441,7 @@ func (c *nodeCache) getTotals(user string) (*totals, *ticket) {
 	if c.users[user] == uc && uc.totOK && !c.off {
 		return uc.tot, nil
 	}
-	return nil, &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, layout: uc.layout, layoutOK: uc.layoutOK}
+	return nil, uc.ticket()
 }
 
 // staleTotals returns the totals the cache holds of user, current or not,
@@ -449,8 +462,8 @@ func (c *nodeCache) staleTotals(user string) *totals {
 func (c *nodeCache) fillTotals(user string, t *ticket, tot *totals) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	uc := c.users[user]
-	if uc != t.uc || uc.epoch != t.epoch || c.off {
+	uc := c.filling(user, t)
+	if uc == nil {
 		return
 	}
 	c.fillTotalsLocked(uc, t.totSeq, tot)

@@ -125,102 +125,58 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 	tokens := make([]uint64, k)
 	var vocabulary, rows uint64
 
-	var batch []uint64
 	var row []uint64
-	flush := func() error {
-		if len(batch) == 0 {
+	onRow := func(b uint64, f, v string) error {
+		rows++
+		if len(f) != 8 {
+			r.addf("bucket %x: malformed field %x", b, f)
 			return nil
 		}
-		t, dumps, err := s.dump(ctx, user, batch)
-		if err != nil {
-			return err
+		h := bow.Hash(uint64FromField(f))
+		if !holds(b, h) {
+			r.addf("bucket %x: token %016x belongs elsewhere", b, uint64(h))
 		}
-		if t.version != t0.version {
-			return errChanged
+		var err error
+		if row, err = decodeRow(row[:0], v); err != nil {
+			r.addf("bucket %x: token %016x: %v", b, uint64(h), err)
+			return nil
 		}
-		for _, d := range dumps {
-			for i, f := range d.fields {
-				rows++
-				if len(f) != 8 {
-					r.addf("bucket %x: malformed field %x", d.bucket, f)
-					continue
-				}
-				h := bow.Hash(uint64FromField(f))
-				if !holds(d.bucket, h) {
-					r.addf("bucket %x: token %016x belongs elsewhere", d.bucket, uint64(h))
-				}
-				if row, err = decodeRow(row[:0], d.values[i]); err != nil {
-					r.addf("bucket %x: token %016x: %v", d.bucket, uint64(h), err)
-					continue
-				}
-				if len(row) > 2*k {
-					r.addf("bucket %x: token %016x: counts of unknown classes", d.bucket, uint64(h))
-					continue
-				}
-				if allZero(row) {
-					r.addf("bucket %x: token %016x: all zero, not deleted", d.bucket, uint64(h))
-					continue
-				}
-				for c := 0; c < len(row); c += 2 {
-					tokens[c/2] += row[c]
-				}
-				if countsAny(row) {
-					vocabulary++
-				}
-			}
+		if len(row) > 2*k {
+			r.addf("bucket %x: token %016x: counts of unknown classes", b, uint64(h))
+			return nil
 		}
-		batch = batch[:0]
+		if allZero(row) {
+			r.addf("bucket %x: token %016x: all zero, not deleted", b, uint64(h))
+			return nil
+		}
+		for c := 0; c < len(row); c += 2 {
+			tokens[c/2] += row[c]
+		}
+		if countsAny(row) {
+			vocabulary++
+		}
 		return nil
 	}
-	var ferr error
-	t0.layout.each(func(b uint64) bool {
-		batch = append(batch, b)
-		if len(batch) == dumpBuckets {
-			ferr = flush()
+	onSeen := func(d, v string) error {
+		if len(d) != len(store.Digest{}) {
+			r.addf("malformed seen field %x", d)
+			return nil
 		}
-		return ferr == nil
-	})
-	if ferr == nil {
-		ferr = flush()
+		rec, err := parseSeen(v)
+		switch {
+		case err != nil:
+			r.addf("seen record %x: %v", d, err)
+		case rec.class >= k:
+			r.addf("seen record %x: unknown class %d", d, rec.class)
+		case len(rec.steps) > 2*k:
+			r.addf("seen record %x: steps of unknown classes", d)
+		default:
+			messages[rec.class]++
+		}
+		return nil
 	}
-	if ferr != nil {
-		return ferr
-	}
-
-	var cursor uint64
-	key := s.keys.seen(user)
-	for {
-		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return s.wrap(err)
-		}
-		for j := 0; j+1 < len(e.Elements); j += 2 {
-			d, v := e.Elements[j], e.Elements[j+1]
-			if len(d) != len(store.Digest{}) {
-				r.addf("malformed seen field %x", d)
-				continue
-			}
-			rec, err := parseSeen(v)
-			switch {
-			case err != nil:
-				r.addf("seen record %x: %v", d, err)
-			case rec.class >= k:
-				r.addf("seen record %x: unknown class %d", d, rec.class)
-			case len(rec.steps) > 2*k:
-				r.addf("seen record %x: steps of unknown classes", d)
-			default:
-				messages[rec.class]++
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
-		}
-	}
-	// HSCAN reads in steps too: the version must not have moved.
-	if t1, err := s.readTotals(ctx, user); err != nil {
-		return s.wrap(err)
-	} else if t1.version != t0.version {
-		return errChanged
+	if err := s.readModel(ctx, user, t0, onRow, onSeen); err != nil {
+		return err
 	}
 
 	if len(t0.messages) > k || len(t0.tokens) > k {
@@ -244,6 +200,77 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 		return fmt.Errorf("%w: %s", store.ErrInconsistent, r)
 	}
 	return nil
+}
+
+// readModel reads user's model as it was when the caller read its totals
+// t0: the buckets of t0's layout, dumpBuckets a call, each call with the
+// totals' version, then the seen records; it fails with errChanged when
+// the version moved meanwhile. It calls row with each bucket's fields and
+// values and seen with each seen record, and stops at their first error.
+func (s *Store) readModel(ctx context.Context, user string, t0 *totals,
+	row func(bucket uint64, f, v string) error, seen func(d, v string) error) error {
+	err := eachBatch(t0.layout, func(batch []uint64) error {
+		t, dumps, err := s.dump(ctx, user, batch)
+		if err != nil {
+			return err
+		}
+		if t.version != t0.version {
+			return errChanged
+		}
+		for _, d := range dumps {
+			for i, f := range d.fields {
+				if err := row(d.bucket, f, d.values[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	key := s.keys.seen(user)
+	for cursor := uint64(0); ; {
+		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return s.wrap(err)
+		}
+		for j := 0; j+1 < len(e.Elements); j += 2 {
+			if err := seen(e.Elements[j], e.Elements[j+1]); err != nil {
+				return err
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	// HSCAN reads in steps too: the version must not have moved.
+	t1, err := s.readTotals(ctx, user)
+	if err != nil {
+		return s.wrap(err)
+	}
+	if t1.version != t0.version {
+		return errChanged
+	}
+	return nil
+}
+
+// eachBatch calls fn with the buckets of l, dumpBuckets at a time, until
+// fn fails.
+func eachBatch(l layout, fn func(batch []uint64) error) error {
+	batch := make([]uint64, 0, dumpBuckets)
+	var err error
+	l.each(func(b uint64) bool {
+		if batch = append(batch, b); len(batch) == dumpBuckets {
+			err = fn(batch)
+			batch = batch[:0]
+		}
+		return err == nil
+	})
+	if err == nil && len(batch) > 0 {
+		err = fn(batch)
+	}
+	return err
 }
 
 func uint64FromField(f string) uint64 {
@@ -275,8 +302,15 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 		return 0, fmt.Errorf("warm %q: %w", user, s.wrap(err))
 	}
 	filled := 0
-	var batch []uint64
-	flush := func() error {
+	// errFull stops the walk once the table's generation is full.
+	errFull := errors.New("full")
+	err = eachBatch(t.layout, func(batch []uint64) error {
+		if filled >= room {
+			return errFull
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		tk, ids := s.cache.noteBuckets(user, batch)
 		tot, dumps, err := s.dump(ctx, user, batch)
 		if err != nil {
@@ -300,28 +334,13 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 			}
 		}
 		filled += s.cache.fillDump(user, tk, ids, tot, buckets, hashes, rows)
-		batch = batch[:0]
 		return nil
-	}
-	var ferr error
-	t.layout.each(func(b uint64) bool {
-		if filled >= room || ctx.Err() != nil {
-			return false
-		}
-		batch = append(batch, b)
-		if len(batch) == dumpBuckets {
-			ferr = flush()
-		}
-		return ferr == nil
 	})
-	if ferr == nil && len(batch) > 0 {
-		ferr = flush()
+	if err == nil {
+		err = ctx.Err()
 	}
-	if ferr == nil {
-		ferr = ctx.Err()
-	}
-	if ferr != nil {
-		return filled, fmt.Errorf("warm %q: %w", user, ferr)
+	if err != nil && !errors.Is(err, errFull) {
+		return filled, fmt.Errorf("warm %q: %w", user, err)
 	}
 	return filled, nil
 }

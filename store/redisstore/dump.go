@@ -94,79 +94,37 @@ func (s *Store) snapshot(ctx context.Context, user string) (*snapshot, error) {
 		return nil, s.wrap(err)
 	}
 	m := &snapshot{classes: max(len(t0.messages), len(t0.tokens))}
-	var batch []uint64
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
+	onRow := func(b uint64, f, v string) error {
+		if len(f) != 8 {
+			return fmt.Errorf("%w: bucket %x: malformed field %x", store.ErrInconsistent, b, f)
 		}
-		t, dumps, err := s.dump(ctx, user, batch)
+		row, err := decodeRow(nil, v)
 		if err != nil {
-			return err
+			return fmt.Errorf("bucket %x: %w", b, err)
 		}
-		if t.version != t0.version {
-			return errChanged
-		}
-		for _, d := range dumps {
-			for i, f := range d.fields {
-				if len(f) != 8 {
-					return fmt.Errorf("%w: bucket %x: malformed field %x", store.ErrInconsistent, d.bucket, f)
-				}
-				row, err := decodeRow(nil, d.values[i])
-				if err != nil {
-					return fmt.Errorf("bucket %x: %w", d.bucket, err)
-				}
-				m.classes = max(m.classes, (len(row)+1)/2)
-				m.rows = append(m.rows, struct {
-					hash bow.Hash
-					row  store.Counts
-				}{bow.Hash(uint64FromField(f)), row})
-			}
-		}
-		batch = batch[:0]
+		m.classes = max(m.classes, (len(row)+1)/2)
+		m.rows = append(m.rows, struct {
+			hash bow.Hash
+			row  store.Counts
+		}{bow.Hash(uint64FromField(f)), row})
 		return nil
 	}
-	var ferr error
-	t0.layout.each(func(b uint64) bool {
-		batch = append(batch, b)
-		if len(batch) == dumpBuckets {
-			ferr = flush()
+	onSeen := func(d, v string) error {
+		rec, err := parseSeen(v)
+		if err != nil || len(d) != len(store.Digest{}) {
+			return fmt.Errorf("%w: seen record %x: %q", store.ErrInconsistent, d, v)
 		}
-		return ferr == nil
-	})
-	if ferr == nil {
-		ferr = flush()
+		var dg store.Digest
+		copy(dg[:], d)
+		m.classes = max(m.classes, rec.class+1, (len(rec.steps)+1)/2)
+		m.seen = append(m.seen, struct {
+			digest store.Digest
+			rec    seenRec
+		}{dg, rec})
+		return nil
 	}
-	if ferr != nil {
-		return nil, ferr
-	}
-	var cursor uint64
-	for {
-		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(s.keys.seen(user)).Cursor(cursor).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return nil, s.wrap(err)
-		}
-		for j := 0; j+1 < len(e.Elements); j += 2 {
-			d, v := e.Elements[j], e.Elements[j+1]
-			rec, err := parseSeen(v)
-			if err != nil || len(d) != len(store.Digest{}) {
-				return nil, fmt.Errorf("%w: seen record %x: %q", store.ErrInconsistent, d, v)
-			}
-			var dg store.Digest
-			copy(dg[:], d)
-			m.classes = max(m.classes, rec.class+1, (len(rec.steps)+1)/2)
-			m.seen = append(m.seen, struct {
-				digest store.Digest
-				rec    seenRec
-			}{dg, rec})
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
-		}
-	}
-	if t1, err := s.readTotals(ctx, user); err != nil {
-		return nil, s.wrap(err)
-	} else if t1.version != t0.version {
-		return nil, errChanged
+	if err := s.readModel(ctx, user, t0, onRow, onSeen); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(m.rows, func(a, b struct {
 		hash bow.Hash
