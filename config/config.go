@@ -43,6 +43,9 @@ const DefaultPath = "/etc/spamd/config.toml"
 // message a report can carry (reportq.MaxMessage).
 const MaxMessageBytes = 64 << 20
 
+// MaxHistory is the most verdicts history.size may keep.
+const MaxHistory = 1000000
+
 // ErrInvalid is wrapped by every error about the content of a document.
 var ErrInvalid = errors.New("invalid configuration")
 
@@ -65,6 +68,10 @@ type Config struct {
 	Watch Watch `toml:"watch"`
 	// Metrics is the Prometheus endpoint.
 	Metrics Metrics `toml:"metrics"`
+	// History is the record of the milter's latest verdicts.
+	History History `toml:"history"`
+	// Console is the web console.
+	Console Console `toml:"console"`
 	// Log is the daemon's log.
 	Log Log `toml:"log"`
 	// Filter holds the [filter] table: filter settings by the names
@@ -376,6 +383,35 @@ type Metrics struct {
 	Listen string `toml:"listen"`
 }
 
+// History configures the record of the milter's latest verdicts, which
+// the web console, the API's /v1/history and `spamtrain history` show.
+type History struct {
+	// Size is how many verdicts are kept, the oldest dropped first; 0
+	// keeps none.
+	Size int `toml:"size"`
+	// MessageMB is the memory, in MiB, for the messages themselves,
+	// kept beside the latest verdicts so that the console can explain
+	// them again and learn them as spam or ham; 0 keeps none.
+	MessageMB int `toml:"message_mb"`
+	// Persist keeps the verdicts (not the messages) across restarts, in
+	// File.
+	Persist bool `toml:"persist"`
+	// File is where the verdicts are kept across restarts. Default: the
+	// file history.jsonl inside store.dir.
+	File string `toml:"file"`
+}
+
+// Console configures the web console.
+type Console struct {
+	// Enabled serves the console. It needs the API's token
+	// (api.token_file), which logging in asks for.
+	Enabled bool `toml:"enabled"`
+	// Listen is the loopback HOST:PORT of a listener of the console's
+	// own; "" serves it at /console/ on the API's TCP listener
+	// (api.tcp).
+	Listen string `toml:"listen"`
+}
+
 // Log configures the daemon's log, written to standard error.
 type Log struct {
 	// Level is the least severe level logged: debug, info, warn or error.
@@ -458,6 +494,7 @@ func Default(getenv func(string) string) Config {
 		Reports:   Reports{MaxPending: 10000},
 		Watch:     Watch{Trash: []string{".Trash"}, Rescan: Duration{time.Minute}},
 		Metrics:   Metrics{Listen: "127.0.0.1:11334"},
+		History:   History{Size: 1000, MessageMB: 32, Persist: true},
 		Log:       Log{Level: "info", Format: "text"},
 		Filter:    map[string]string{},
 	}
@@ -668,6 +705,28 @@ func (c Config) Validate() error {
 			return bad("metrics.listen", "%v", err)
 		}
 	}
+	if h := c.History; h.Size < 0 || h.Size > MaxHistory {
+		return bad("history.size", "must be 0 to %d, not %d", MaxHistory, h.Size)
+	}
+	if h := c.History; h.MessageMB < 0 || h.MessageMB > 4096 {
+		return bad("history.message_mb", "must be 0 to 4096, not %d", h.MessageMB)
+	}
+	if f := c.History.File; f != "" && !filepath.IsAbs(f) {
+		return bad("history.file", "must be an absolute path, not %q", f)
+	}
+	if co := c.Console; co.Enabled {
+		switch {
+		case co.Listen != "":
+			if err := loopback(co.Listen); err != nil {
+				return bad("console.listen", "%v", err)
+			}
+		case c.API.TCP == "":
+			return bad("console.listen", "the console needs a listener: a loopback HOST:PORT of its own, or the API's (api.tcp)")
+		}
+		if c.API.TokenFile == "" {
+			return bad("api.token_file", "the console needs the API's token, which logging in asks for")
+		}
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		return bad("log.level", "want debug, info, warn or error, not %q", c.Log.Level)
 	}
@@ -820,4 +879,40 @@ func replyText(s string) error {
 		}
 	}
 	return nil
+}
+
+// Hidden stands for a secret in Text.
+const Hidden = "(hidden)"
+
+// Text returns the configuration as a TOML document: every key with the
+// value in force, the defaults included, and every secret (the Redis
+// password) replaced by Hidden. Files that hold secrets are named, never
+// read.
+func (c Config) Text() (string, error) {
+	if c.Store.Redis.Password != "" {
+		c.Store.Redis.Password = Hidden
+	}
+	doc := document{Config: c, Filter: make(map[string]any, len(c.Filter))}
+	for k, v := range c.Filter {
+		doc.Filter[k] = typed(v)
+	}
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(doc); err != nil {
+		return "", fmt.Errorf("encode configuration: %w", err)
+	}
+	return b.String(), nil
+}
+
+// typed is the TOML value a [filter] setting's text stands for.
+func typed(s string) any {
+	if b, err := strconv.ParseBool(s); err == nil {
+		return b
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return f
+	}
+	return s
 }

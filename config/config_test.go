@@ -231,6 +231,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"redis prefix brace", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\nprefix = \"a{b}\"", "store.redis.prefix"},
 		{"redis timeout", "[store]\nbackend = \"redis\"\n[store.redis]\naddress = [\"h:1\"]\ntimeout = \"1ms\"", "store.redis.timeout"},
 		{"redis unknown key", "[store.redis]\nhost = \"h\"", `unknown key "store.redis.host"`},
+		{"negative history", "[history]\nsize = -1", "history.size"},
+		{"huge history", "[history]\nsize = 1000001", "history.size"},
+		{"history message memory", "[history]\nmessage_mb = -1", "history.message_mb"},
+		{"relative history file", "[history]\nfile = \"history.jsonl\"", "history.file"},
+		{"console without a listener", "[console]\nenabled = true\n[api]\ntoken_file = \"/t\"", "console.listen"},
+		{"console without a token", "[console]\nenabled = true\nlisten = \"127.0.0.1:11335\"", "api.token_file"},
+		{"console not loopback", "[console]\nenabled = true\nlisten = \"0.0.0.0:11335\"\n[api]\ntoken_file = \"/t\"", "console.listen"},
 		{"not toml", "[store\n", "invalid configuration"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -362,5 +369,34 @@ func FuzzSplitAddr(f *testing.F) {
 func TestMaxMessageBytesIsReportqs(t *testing.T) {
 	if MaxMessageBytes != reportq.MaxMessage {
 		t.Errorf("config.MaxMessageBytes %d, reportq.MaxMessage %d", MaxMessageBytes, reportq.MaxMessage)
+	}
+}
+
+// TestText checks that the configuration in force reads back as itself,
+// with the Redis password hidden and the [filter] values typed.
+func TestText(t *testing.T) {
+	c := Default(noEnv)
+	c.Store.Redis.Password = "s3cret-password"
+	c.Store.Redis.Address = []string{"h:1"}
+	c.Filter = map[string]string{"alpha": "0.25", "stem": "false", "min_trained": "5", "prior": "global"}
+	text, err := c.Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "s3cret") || !strings.Contains(text, `password = "`+Hidden+`"`) {
+		t.Errorf("the password is not hidden:\n%s", text)
+	}
+	for _, want := range []string{"alpha = 0.25", "stem = false", "min_trained = 5", `prior = "global"`, "[console]", "size = 1000"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q:\n%s", want, text)
+		}
+	}
+	back, err := Decode(strings.NewReader(text), Default(noEnv))
+	if err != nil {
+		t.Fatalf("the text does not decode: %v\n%s", err, text)
+	}
+	c.Store.Redis.Password = Hidden
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("read back as\n%+v\nwant\n%+v", back, c)
 	}
 }

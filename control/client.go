@@ -232,3 +232,40 @@ func (c *Client) Report(ctx context.Context, user, class, source string, raw []b
 	err := c.once(ctx, http.MethodPost, "/v1/report", q, raw, &out)
 	return out, err
 }
+
+// HistoryQuery selects verdicts of the history.
+type HistoryQuery struct {
+	// Limit is the most entries returned, 0 for the daemon's default
+	// (100).
+	Limit int
+	// Before and After, when not 0, keep the entries with an ID below
+	// Before and above After.
+	Before, After uint64
+	// User keeps the mail of one user; Verdict the entries of one
+	// verdict (ham, unsure, spam, skipped, error).
+	User, Verdict string
+}
+
+// History returns the milter's latest verdicts that q selects, newest
+// first.
+func (c *Client) History(ctx context.Context, q HistoryQuery) (History, error) {
+	v := url.Values{}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Before > 0 {
+		v.Set("before", strconv.FormatUint(q.Before, 10))
+	}
+	if q.After > 0 {
+		v.Set("after", strconv.FormatUint(q.After, 10))
+	}
+	if q.User != "" {
+		v.Set("user", q.User)
+	}
+	if q.Verdict != "" {
+		v.Set("verdict", q.Verdict)
+	}
+	var h History
+	err := c.do(ctx, http.MethodGet, "/v1/history", v, nil, &h)
+	return h, err
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/reportq"
@@ -79,6 +80,9 @@ type Options struct {
 	Classified func() Classified
 	// Limits bound the requests; a zero field takes DefaultLimits'.
 	Limits Limits
+	// History, if not nil, is the milter's latest verdicts, served by
+	// GET /v1/history; without it the endpoint answers 404.
+	History *history.Ring
 }
 
 // Server serves the control API. It is safe for concurrent use.
@@ -113,6 +117,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/forget", s.endpoint("forget", true, s.forget))
 	mux.Handle("POST /v1/train", s.endpoint("train", true, s.train))
 	mux.Handle("POST /v1/report", s.endpoint("report", true, s.report))
+	mux.Handle("GET /v1/history", s.endpoint("history", true, s.history))
 	mux.Handle("GET /v1/admin/dump", s.endpoint("dump", true, s.dumpModels))
 	mux.Handle("POST /v1/admin/restore", s.endpoint("restore", true, s.restoreModels))
 	mux.Handle("POST /v1/admin/delete-user", s.endpoint("delete-user", true, s.deleteModels))
@@ -385,6 +390,13 @@ func weights(cs []nb.Contribution) []Weight {
 	return ws
 }
 
+// trained notes in the history that user's model was just trained.
+func (s *Server) trained(user string) {
+	if s.History != nil {
+		s.History.Trained(user, time.Now())
+	}
+}
+
 // trainable returns the user of a training request, if the peer may
 // train that user's model.
 func (s *Server) trainable(r *http.Request) (string, error) {
@@ -447,6 +459,7 @@ func (s *Server) learnOne(w http.ResponseWriter, r *http.Request, class string) 
 	out := TrainResult{Digest: hex.EncodeToString(p.Digest[:]), Prev: res[0].Prev, Changed: res[0].Changed}
 	if out.Changed {
 		s.Observer.Trained(class)
+		s.trained(user)
 	}
 	s.Log.Info("control: trained", "user", user, "class", class, "digest", out.Digest, "prev", out.Prev, "changed", out.Changed)
 	return out, nil
@@ -551,6 +564,9 @@ func (s *Server) train(w http.ResponseWriter, r *http.Request) (any, error) {
 				changed++
 				s.Observer.Trained(chunk[k].Class)
 			}
+		}
+		if changed > 0 {
+			s.trained(user)
 		}
 		clear(chunk)
 		chunk, index = chunk[:0], index[:0]

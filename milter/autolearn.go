@@ -3,6 +3,7 @@ package milter
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
@@ -60,6 +61,9 @@ func (m *message) autolearn(ctx context.Context, f *filter.Filter, p filter.Prep
 		}
 		if res[0].Changed {
 			learned = class
+			if h := m.set.History; h != nil {
+				h.Trained(u, time.Now())
+			}
 		}
 	}
 	return learned

@@ -29,10 +29,14 @@ type decision struct {
 	result Result
 	// headers are the fields to add, in order.
 	headers [][2]string
-	// users are the models that classified the message ("" is global).
+	// users are the models that classified the message ("" is global);
+	// model is the one whose verdict stood.
 	users []string
+	model string
 	// learned is the class the message was autolearned as, "" if none.
 	learned string
+	// toward is the verdict's explanation, nil if none was asked for.
+	toward map[string][]nb.Contribution
 }
 
 // skip is the decision for a message left unclassified.
@@ -92,6 +96,7 @@ func (m *message) judge() decision {
 	// Each distinct model judges; the least spammy verdict stands, so no
 	// recipient loses mail its own model would have let through.
 	var v filter.Verdict
+	model := ""
 	highest := 0.0
 	for i, u := range users {
 		w, err := f.ClassifyPrepared(ctx, u, p, filter.ClassifyOptions{Explain: explain})
@@ -99,13 +104,14 @@ func (m *message) judge() decision {
 			return m.failed(fmt.Errorf("classify for %q: %w", u, err))
 		}
 		if i == 0 || w.Score < v.Score {
-			v = w
+			v, model = w, u
 		}
 		if i == 0 || w.Score > highest {
 			highest = w.Score
 		}
 	}
 	d := m.decide(f.Config(), v, users)
+	d.model = model
 	if set.Autolearn.Enabled {
 		d.learned = m.autolearn(ctx, f, p, v.Score, highest)
 		if d.learned != "" {
@@ -136,7 +142,7 @@ func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) dec
 			}
 		}
 	}
-	d := decision{verdict: label, spam: label == fc.Positive, result: r, users: users}
+	d := decision{verdict: label, spam: label == fc.Positive, result: r, users: users, toward: v.Toward}
 	d.outcome = Outcome{Action: Accept}
 	switch {
 	case d.spam && a.Reject && v.Score >= a.RejectScore:

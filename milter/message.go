@@ -28,6 +28,7 @@ type message struct {
 	set *Settings // read when the message starts
 
 	started   bool
+	from      string // the envelope sender
 	queueID   string
 	messageID string
 	auth      string
@@ -218,6 +219,7 @@ func (m *message) MailFrom(from string, mod *gomilter.Modifier) (gomilter.Respon
 	defer m.note("mail")
 	m.begin()
 	m.macros(mod.Macros)
+	m.from = from
 	return nil, nil
 }
 
@@ -352,6 +354,9 @@ func (m *message) Body(mod *gomilter.Modifier) (resp gomilter.Response, err erro
 	}
 	elapsed := time.Since(start)
 	m.report(d, elapsed)
+	if h := m.set.History; h != nil {
+		m.record(h, d, elapsed)
+	}
 	m.finish(false)
 	return d.outcome.response(), nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 )
 
 // Settings are what messages are judged by. A message reads one Settings
@@ -32,6 +33,9 @@ type Settings struct {
 	Actions config.Actions
 	// Autolearn says which messages to train on by themselves.
 	Autolearn config.Autolearn
+	// History, if not nil, records every message answered, with the
+	// message itself when it was classified.
+	History *history.Ring
 }
 
 // Observer is told what the milter does, for metrics. Its methods must be

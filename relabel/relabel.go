@@ -86,13 +86,32 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 	if orig, ok := milter.Original(msg, tag); ok {
 		msg = orig
 	}
-	d, res, err := a.Filter().Relabel(ctx, r.User, msg, r.Class, sig)
+	_, err := a.relabel(ctx, o, msg, sig)
 	switch {
 	case errors.Is(err, tokenize.ErrMalformed), errors.Is(err, store.ErrInvalidUser),
 		errors.Is(err, store.ErrInvalidClass), errors.Is(err, filter.ErrUnknownClass):
 		return fmt.Errorf("%w: %w", reportq.ErrPermanent, err)
-	case err != nil:
-		return fmt.Errorf("relabel for %s: %w", r.User, err)
+	}
+	return err
+}
+
+// Relabel trains msg, a message as the milter classified it (not a
+// delivered copy), as class for user, as Apply does a report: sig is the
+// digest the milter classified it under, verdict what it decided. Unlike
+// a report, it may train the global model (user ""): it is for whoever
+// may train every model, such as the web console's administrator.
+// source names the channel in the log and the metrics.
+func (a *Applier) Relabel(ctx context.Context, user, class, source string, msg []byte, sig store.Digest, verdict string) (Outcome, error) {
+	return a.relabel(ctx, Outcome{Report: reportq.Report{User: user, Class: class, Source: source}, Verdict: verdict}, msg, sig)
+}
+
+// relabel relabels msg for o's user as o's class, under the signature
+// sig if the user has training under it, and reports the outcome.
+func (a *Applier) relabel(ctx context.Context, o Outcome, msg []byte, sig store.Digest) (Outcome, error) {
+	r := o.Report
+	d, res, err := a.Filter().Relabel(ctx, r.User, msg, r.Class, sig)
+	if err != nil {
+		return o, fmt.Errorf("relabel for %q: %w", r.User, err)
 	}
 	o.Digest, o.Prev, o.Changed = d, res.Prev, res.Changed
 	if a.Log != nil {
@@ -103,5 +122,5 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 	if a.Applied != nil {
 		a.Applied(o)
 	}
-	return nil
+	return o, nil
 }

@@ -16,11 +16,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/junkwatch"
 	"github.com/spamd/spamd/milter"
@@ -49,6 +51,12 @@ type daemon struct {
 	ms  *milter.Server
 	api *control.Server
 	met *metrics
+	// hist is the milter's latest verdicts, nil when none are kept;
+	// console is the web console, nil when off.
+	hist    *history.Ring
+	console *control.Console
+	// current is the configuration in force, for the console.
+	current atomic.Pointer[config.Config]
 	// reports is the queue of misclassification reports, applied by
 	// applier; watcher, if the configuration names Junk folders, feeds it.
 	reports *reportq.Queue
@@ -94,6 +102,9 @@ func load(path string, o options, getenv func(string) string) (config.Config, []
 	}
 	if cfg.Reports.Spool == "" {
 		cfg.Reports.Spool = filepath.Join(cfg.Store.Dir, "reports")
+	}
+	if cfg.History.File == "" {
+		cfg.History.File = filepath.Join(cfg.Store.Dir, "history.jsonl")
 	}
 	if o.milter != "" {
 		cfg.Milter.Listen = o.milter
@@ -309,13 +320,17 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return err
 	}
 	d.met = newMetrics()
-	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn}, logger, d.met)
+	d.current.Store(&cfg)
+	if d.hist, err = openHistory(cfg.History, logger); err != nil {
+		return err
+	}
+	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist}, logger, d.met)
 	current := func() *filter.Filter { return d.ms.Settings().Filter }
 	d.reports, err = reportq.Open(cfg.Reports.Spool, reportq.Options{MaxReports: cfg.Reports.MaxPending, Log: logger})
 	if err != nil {
 		return fmt.Errorf("%w (give another directory with [reports] spool)", err)
 	}
-	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.met.applied,
+	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.applied,
 		SubjectTag: func() string { return d.ms.Settings().Actions.SubjectTag }}
 	// One naming rule for the milter, the watcher and the report
 	// channel: a correction trains the model mail is classified with.
@@ -364,9 +379,91 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		Pending:     d.reports.Len,
 		Classified:  d.met.Classified,
 		Limits:      apiLimits(cfg.API),
+		History:     d.hist,
 	})
+	if cfg.Console.Enabled {
+		d.console, err = control.NewConsole(control.ConsoleOptions{
+			API:      d.api,
+			Token:    token,
+			Counters: d.met.Counters,
+			Relabel: func(ctx context.Context, user, class string, raw []byte, sig store.Digest) (string, bool, error) {
+				o, err := d.applier.Relabel(ctx, user, class, "console", raw, sig, "")
+				return o.Prev, o.Changed, err
+			},
+			Config: d.configText,
+			Log:    logger,
+		})
+		if err != nil {
+			return err
+		}
+	}
 	return d.serve(ctx, hup)
 }
+
+// openHistory returns the ring of the milter's latest verdicts, nil when
+// none are kept, with the verdicts of the last run when they persist.
+func openHistory(c config.History, log *slog.Logger) (*history.Ring, error) {
+	if c.Size == 0 {
+		return nil, nil
+	}
+	h, err := history.New(history.Options{Size: c.Size, MaxMessageBytes: int64(c.MessageMB) << 20})
+	if err != nil {
+		return nil, err
+	}
+	if !c.Persist {
+		return h, nil
+	}
+	loaded, err := h.Load(c.File)
+	if err != nil {
+		// The history is a convenience: a file it cannot read is said
+		// and replaced, never a reason not to filter mail.
+		log.Warn("spamd: the history of the last run is not read; it starts anew", "file", c.File, "err", err)
+	} else if loaded.Entries > 0 || loaded.Skipped > 0 {
+		log.Info("spamd: history of the last run read", "file", c.File, "entries", loaded.Entries, "skipped", loaded.Skipped)
+	}
+	return h, nil
+}
+
+// applied counts an applied report, and notes when its model was
+// trained.
+func (d *daemon) applied(o relabel.Outcome) {
+	d.met.applied(o)
+	if o.Changed && d.hist != nil {
+		d.hist.Trained(o.User, time.Now())
+	}
+}
+
+// configText is the configuration in force for the console: every key,
+// the [filter] table with every setting of the filter in force, secrets
+// hidden.
+func (d *daemon) configText() string {
+	cfg := *d.current.Load()
+	fc := d.ms.Settings().Filter.Config()
+	cfg.Filter = map[string]string{}
+	for _, k := range filter.Keys() {
+		cfg.Filter[k], _ = fc.Get(k)
+	}
+	text, err := cfg.Text()
+	if err != nil {
+		return "# " + err.Error()
+	}
+	return text
+}
+
+// saveHistory writes the history to its file when it persists and
+// changed.
+func (d *daemon) saveHistory() {
+	c := d.current.Load().History
+	if d.hist == nil || !c.Persist {
+		return
+	}
+	if _, err := d.hist.Save(c.File); err != nil {
+		d.log.Warn("spamd: history not saved", "file", c.File, "err", err)
+	}
+}
+
+// historyEvery is how often the history is saved while it changes.
+const historyEvery = time.Minute
 
 // apiLimits are the control API's limits of the [api] section.
 func apiLimits(a config.API) control.Limits {
@@ -425,7 +522,23 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 			return fmt.Errorf("control API: %w", err)
 		}
 		closers = append(closers, ln)
-		httpd = append(httpd, &httpServer{name: "api-tcp", ln: ln, h: d.api.Handler()})
+		h := d.api.Handler()
+		if d.console != nil && cfg.Console.Listen == "" {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.Handle("/console/", d.console.Handler())
+			mux.Handle("/console", d.console.Handler())
+			h = mux
+		}
+		httpd = append(httpd, &httpServer{name: "api-tcp", ln: ln, h: h})
+	}
+	if d.console != nil && cfg.Console.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Console.Listen)
+		if err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		closers = append(closers, ln)
+		httpd = append(httpd, &httpServer{name: "console", ln: ln, h: d.console.Handler()})
 	}
 	if cfg.Metrics.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
@@ -453,7 +566,8 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	d.log.Info("spamd: ready", "milter", cfg.Milter.Listen, "api", cfg.API.Socket, "api_tcp", cfg.API.TCP,
 		"metrics", cfg.Metrics.Listen, "store", storeName(cfg.Store), "config", d.path,
-		"reports", cfg.Reports.Spool, "pending_reports", d.reports.Len(), "watch", cfg.Watch.Junk)
+		"reports", cfg.Reports.Spool, "pending_reports", d.reports.Len(), "watch", cfg.Watch.Junk,
+		"history", cfg.History.Size, "console", consoleAddr(cfg))
 
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	// Reports are applied, and Junk folders watched, until the daemon
@@ -470,6 +584,30 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		goSafe(d.log, "junkwatch", errc, func() error {
 			defer background.Done()
 			return ignoreCanceled(d.watcher.Run(reloadCtx))
+		})
+	}
+	if d.console != nil {
+		background.Add(1)
+		goSafe(d.log, "console", errc, func() error {
+			defer background.Done()
+			d.console.Run(reloadCtx)
+			return nil
+		})
+	}
+	if d.hist != nil && cfg.History.Persist {
+		background.Add(1)
+		goSafe(d.log, "history", errc, func() error {
+			defer background.Done()
+			t := time.NewTicker(historyEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-reloadCtx.Done():
+					return nil
+				case <-t.C:
+					d.saveHistory()
+				}
+			}
 		})
 	}
 	reloaded := make(chan struct{})
@@ -517,6 +655,8 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 			d.log.Warn("spamd: "+h.name+" shutdown", "err", err)
 		}
 	}
+	// After the milter: the last verdicts are in.
+	d.saveHistory()
 	d.log.Info("spamd: stopped")
 	return failure
 }
@@ -527,6 +667,17 @@ func ignoreCanceled(err error) error {
 		return nil
 	}
 	return err
+}
+
+// consoleAddr says where the console is served, "" when it is off.
+func consoleAddr(c config.Config) string {
+	switch {
+	case !c.Console.Enabled:
+		return ""
+	case c.Console.Listen != "":
+		return "http://" + c.Console.Listen + "/console/"
+	}
+	return "http://" + c.API.TCP + "/console/"
 }
 
 // httpServer is one HTTP listener and what it serves.

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/milter"
@@ -240,4 +241,51 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(modelTokens, prometheus.GaugeValue, float64(t.Tokens[i]), class)
 	}
 	ch <- prometheus.MustNewConstMetric(modelVocab, prometheus.GaugeValue, float64(t.Vocabulary))
+}
+
+// Counters reads the counters the console's status page shows, from the
+// metrics /metrics exports.
+func (m *metrics) Counters() control.Counters {
+	c := control.Counters{Messages: map[string]uint64{}, Actions: map[string]uint64{}, Trained: map[string]uint64{}, Errors: map[string]uint64{}}
+	each(m.messages, func(d *dto.Metric) {
+		n := uint64(d.GetCounter().GetValue())
+		c.Messages[label(d, "verdict")] += n
+		c.Actions[label(d, "action")] += n
+	})
+	each(m.trained, func(d *dto.Metric) { c.Trained[label(d, "class")] += uint64(d.GetCounter().GetValue()) })
+	each(m.errors, func(d *dto.Metric) { c.Errors[label(d, "kind")] += uint64(d.GetCounter().GetValue()) })
+	each(m.latency, func(d *dto.Metric) {
+		h := d.GetHistogram()
+		c.Latency.Count, c.Latency.Sum = h.GetSampleCount(), h.GetSampleSum()
+		for _, b := range h.GetBucket() {
+			c.Latency.Bounds = append(c.Latency.Bounds, b.GetUpperBound())
+			c.Latency.Counts = append(c.Latency.Counts, b.GetCumulativeCount())
+		}
+	})
+	return c
+}
+
+// each calls fn with every metric c collects, as /metrics writes it.
+func each(c prometheus.Collector, fn func(*dto.Metric)) {
+	ch := make(chan prometheus.Metric, 16)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil {
+			fn(&d)
+		}
+	}
+}
+
+// label returns the value of a metric's label name.
+func label(d *dto.Metric, name string) string {
+	for _, l := range d.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

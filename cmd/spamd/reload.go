@@ -89,12 +89,19 @@ func (d *daemon) reload(why string) {
 			return
 		}
 	}
-	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn})
+	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist})
 	d.level.Set(logLevel(cfg.Log.Level))
 	for _, c := range restartOnly(d.cfg, cfg) {
 		d.log.Warn("spamd: setting changed, takes effect on restart", "setting", c)
 	}
 	d.cfg, d.raw = cfg, raw
+	// In force now: what a reload applies from cfg, the rest as it runs
+	// until a restart.
+	shown := *d.current.Load()
+	listen, shutdown := shown.Milter.Listen, shown.Milter.ShutdownTimeout
+	shown.Milter, shown.Actions, shown.Autolearn, shown.Filter, shown.Log.Level = cfg.Milter, cfg.Actions, cfg.Autolearn, cfg.Filter, cfg.Log.Level
+	shown.Milter.Listen, shown.Milter.ShutdownTimeout = listen, shutdown
+	d.current.Store(&shown)
 	d.met.reloads.WithLabelValues("ok").Inc()
 	d.log.Info("spamd: configuration reloaded", "why", why, "path", d.path)
 }
@@ -114,6 +121,8 @@ func restartOnly(a, b config.Config) []string {
 		{"[metrics]", a.Metrics, b.Metrics},
 		{"[reports]", a.Reports, b.Reports},
 		{"[watch]", a.Watch, b.Watch},
+		{"[history]", a.History, b.History},
+		{"[console]", a.Console, b.Console},
 		{"log.format", a.Log.Format, b.Log.Format},
 	} {
 		if !reflect.DeepEqual(c.a, c.b) {
