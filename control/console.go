@@ -367,7 +367,7 @@ func (c *Console) page(name string, h func(r *http.Request, v *view) error) http
 				Error: "The form was not sent from this console's page (its CSRF token is missing or stale): reload the page and try again."})
 			return
 		}
-		status := http.StatusOK
+		status, tmpl := http.StatusOK, name
 		if err := h(r, v); err != nil {
 			status = statusOf(err).status
 			if status >= 500 {
@@ -375,10 +375,10 @@ func (c *Console) page(name string, h func(r *http.Request, v *view) error) http
 			}
 			v.Error = err.Error()
 			if v.Data == nil {
-				name = "error"
+				tmpl = "error"
 			}
 		}
-		c.render(w, r, status, name, v)
+		c.render(w, r, status, tmpl, v)
 	})
 }
 

@@ -472,7 +472,7 @@ type classifyData struct {
 	Model  string
 	Result *explained
 	Digest string
-	Size   int
+	Size   int64
 	Limit  int64
 }
 
@@ -508,7 +508,7 @@ func (c *Console) classifyPost(r *http.Request, v *view) error {
 	}
 	// A pasted message has the browser's line ends; a message has CRLF.
 	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	d.Size = len(raw)
+	d.Size = int64(len(raw))
 	release, err := c.api.withBody(r, false)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -437,7 +438,15 @@ func TestPeerCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue})
+			hist, err := history.New(history.Options{Size: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Mail to nobody and bob, to bob alone, and to no user.
+			hist.Add(history.Entry{Verdict: "spam", Recipients: []string{nobody + "@example.org", "bob@example.org"}, Users: []string{nobody, "bob@example.org"}}, nil)
+			hist.Add(history.Entry{Verdict: "ham", Recipients: []string{"bob@example.org"}, Users: []string{"bob@example.org"}}, nil)
+			hist.Add(history.Entry{Verdict: "ham", Recipients: []string{"x@example.org"}, Users: []string{""}}, nil)
+			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue, History: hist})
 			// Models the child process may or may not see: the global one,
 			// bob's, and its own.
 			for _, u := range []string{"", "bob@example.org", nobody} {
@@ -461,7 +470,10 @@ func TestPeerCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helper: %v\n%s", err, out)
 			}
-			var got struct{ Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int }
+			var got struct {
+				Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int
+				History, HistoryRcpts, HistoryOther                          int
+			}
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
 			}
@@ -475,6 +487,16 @@ func TestPeerCredentials(t *testing.T) {
 			// Maintenance reads and changes every model: the admins'.
 			if want := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[len(tt.admins) > 0]; got.Dump != want || got.Delete != want {
 				t.Errorf("dump %d, delete-user %d; want %d", got.Dump, got.Delete, want)
+			}
+			// The history: an admin sees every message, another account
+			// only the mail of its own user, without the other recipients.
+			want := struct{ n, rcpts, other int }{1, 1, http.StatusForbidden}
+			if len(tt.admins) > 0 {
+				want = struct{ n, rcpts, other int }{3, 4, http.StatusOK}
+			}
+			if got.History != want.n || got.HistoryRcpts != want.rcpts || got.HistoryOther != want.other {
+				t.Errorf("history: %d entries with %d recipients, bob's %d; want %d, %d, %d",
+					got.History, got.HistoryRcpts, got.HistoryOther, want.n, want.rcpts, want.other)
 			}
 			if want := map[bool]int{true: 1}[tt.report == http.StatusAccepted]; q.Len() != want {
 				t.Errorf("%d reports queued, want %d", q.Len(), want)
@@ -531,8 +553,18 @@ func TestHelperPeer(t *testing.T) {
 	if rerr != nil {
 		report = status(rerr)
 	}
+	h, herr := c.History(ctx, HistoryQuery{})
+	if herr != nil {
+		t.Fatal(herr)
+	}
+	rcpts := 0
+	for _, e := range h.Entries {
+		rcpts += len(e.Recipients)
+	}
+	_, oerr := c.History(ctx, HistoryQuery{User: "bob@example.org"})
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
-		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr)})
+		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr),
+		"History": len(h.Entries), "HistoryRcpts": rcpts, "HistoryOther": status(oerr)})
 	io.WriteString(os.Stdout, "\n")
 }
 

@@ -15,6 +15,10 @@ import (
 // fileVersion is the version of the file's format, in its first line.
 const fileVersion = 1
 
+// maxID bounds the IDs read from a file, far from wrapping around (and
+// exact in JavaScript).
+const maxID = 1 << 53
+
 // maxLine bounds one line of a history file: an entry's fields are
 // bounded (trim) well below it.
 const maxLine = 128 << 10
@@ -157,7 +161,7 @@ func (r *Ring) Load(path string) (Loaded, error) {
 			res.Skipped++
 		case len(bytes.TrimSpace(line)) > 0:
 			var e Entry
-			if json.Unmarshal(line, &e) != nil || e.ID < r.next || e.Verdict == "" {
+			if json.Unmarshal(line, &e) != nil || e.ID < r.next || e.ID > maxID || e.Verdict == "" {
 				res.Skipped++
 				break
 			}
