@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/mail"
 	"os"
 	"os/exec"
@@ -273,6 +274,13 @@ listen = %q
 		t.Errorf("the status page counts %q spam, want 5", got)
 	}
 	shot("status")
+
+	// The configuration in force names the token's file, never the token.
+	do("configuration", chromedp.Navigate(base+"/console/config"), chromedp.WaitVisible(chromedp.ID("config")))
+	if cfg := text("#config"); strings.Contains(cfg, token) || !strings.Contains(cfg, filepath.Join(dir, "token")) ||
+		!strings.Contains(cfg, `users = "localpart"`) || !strings.Contains(cfg, "min_trained = 10") {
+		t.Errorf("the configuration page shows\n%s", cfg)
+	}
 	t.Logf("screenshots in %s", shots)
 }
 
@@ -289,4 +297,87 @@ func globalCounts(t *testing.T, ctx context.Context, api *control.Client) map[st
 		}
 	}
 	return map[string]uint64{}
+}
+
+// TestHistoryPersists checks that the daemon keeps its verdicts across a
+// restart, in a file only it reads, and serves the console at /console/
+// on the API's TCP listener beside the API.
+func TestHistoryPersists(t *testing.T) {
+	dir := t.TempDir()
+	token := "history-test-token-0123456789"
+	write(t, filepath.Join(dir, "token"), token+"\n")
+	apiTCP := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	path := filepath.Join(dir, "config.toml")
+	write(t, path, fmt.Sprintf(`[store]
+dir = %q
+[milter]
+listen = "unix:%s"
+[api]
+socket = %q
+tcp = %q
+token_file = %q
+[metrics]
+listen = ""
+[history]
+size = 10
+[console]
+enabled = true
+`, filepath.Join(dir, "db"), filepath.Join(dir, "milter.sock"), filepath.Join(dir, "api.sock"), apiTCP, filepath.Join(dir, "token")))
+	ctx := context.Background()
+	start := func() (*control.Client, func() error) {
+		_, _, stop := runDaemon(t, options{config: path}, nil)
+		api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
+		return api, stop
+	}
+	api, stop := start()
+	spam, _ := trainSample(t, api)
+	s := milterSession(t, filepath.Join(dir, "milter.sock"))
+	startMessage(t, s, spam)
+	if got := endMessage(t, s); got != "accept YES" {
+		t.Fatalf("the spam: %s", got)
+	}
+	s.Close()
+	h, err := api.History(ctx, control.HistoryQuery{})
+	if err != nil || len(h.Entries) != 1 || h.Entries[0].Verdict != "spam" || !h.Entries[0].Held || h.Size != 10 {
+		t.Fatalf("history %+v, %v", h, err)
+	}
+	// The console beside the API on its TCP listener; the API still
+	// wants its token there.
+	resp, err := http.Get("http://" + apiTCP + "/console/login")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the console on the API's listener: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	tcp, _ := control.NewClient("tcp://"+apiTCP, "")
+	if _, err := tcp.History(ctx, control.HistoryQuery{}); err == nil {
+		t.Error("/v1/history over TCP without the token")
+	}
+	tcp, _ = control.NewClient("tcp://"+apiTCP, token)
+	if h, err := tcp.History(ctx, control.HistoryQuery{}); err != nil || len(h.Entries) != 1 {
+		t.Errorf("/v1/history over TCP with the token: %v %v", h, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "db", "history.jsonl")
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("history file: %v, mode %v", err, fi.Mode().Perm())
+	}
+
+	api, _ = start()
+	h, err = api.History(ctx, control.HistoryQuery{})
+	if err != nil || len(h.Entries) != 1 || h.Entries[0].ID != 1 || h.Entries[0].Held || h.Entries[0].Sender != "sender@example.net" {
+		t.Fatalf("after a restart: %+v, %v", h, err)
+	}
+	s = milterSession(t, filepath.Join(dir, "milter.sock"))
+	defer s.Close()
+	startMessage(t, s, spam)
+	endMessage(t, s)
+	if h, _ := api.History(ctx, control.HistoryQuery{}); len(h.Entries) != 2 || h.Entries[0].ID != 2 {
+		t.Errorf("the next verdict after a restart: %+v", h.Entries)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/reportq"
@@ -65,15 +64,7 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	}
 	addr := *api
 	if addr == "" {
-		cfg := config.Default(os.Getenv)
-		path := os.Getenv("SPAMD_CONFIG")
-		if path == "" {
-			path = config.DefaultPath
-		}
-		if c, err := config.Load(path, cfg); err == nil {
-			cfg = c
-		}
-		addr = "unix:" + cfg.API.Socket
+		addr = "unix:" + configuredSocket()
 	}
 	c, err := control.NewClient(addr, os.Getenv("SPAMD_API_TOKEN"))
 	if err != nil {
