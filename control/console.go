@@ -308,6 +308,7 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	id := c.session(r)
 	if id != "" && c.checkCSRF(r, id) {
 		c.mu.Lock()
@@ -362,6 +363,10 @@ func (c *Console) page(name string, h func(r *http.Request, v *view) error) http
 			return
 		}
 		v := &view{Active: name, CSRF: c.csrfToken(id)}
+		if err := c.readForm(w, r); err != nil {
+			c.render(w, r, statusOf(err).status, "error", &view{Title: "Refused", Active: name, CSRF: v.CSRF, Error: err.Error()})
+			return
+		}
 		if r.Method == http.MethodPost && !c.checkCSRF(r, id) {
 			c.render(w, r, http.StatusForbidden, "error", &view{Title: "Refused", Active: name, CSRF: v.CSRF,
 				Error: "The form was not sent from this console's page (its CSRF token is missing or stale): reload the page and try again."})
@@ -382,6 +387,30 @@ func (c *Console) page(name string, h func(r *http.Request, v *view) error) http
 	})
 }
 
+// readForm reads the form of a POST, bounded: a message pasted and one
+// uploaded, each up to the API's largest, and the form's other fields.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return nil
+	}
+	limit := 2*c.api.Limits.MaxMessage + 64<<10
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	var err error
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		err = r.ParseMultipartForm(32 << 20)
+	} else {
+		err = r.ParseForm()
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return fail(http.StatusRequestEntityTooLarge, fmt.Errorf("the form is larger than %d bytes: a message may have up to %d ([api] max_message_bytes)", limit, c.api.Limits.MaxMessage))
+	case err != nil:
+		return fail(http.StatusBadRequest, fmt.Errorf("read the form: %w", err))
+	}
+	return nil
+}
+
 // action wraps a POST that changes something and redirects: a session
 // and its CSRF token are required.
 func (c *Console) action(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
@@ -389,6 +418,10 @@ func (c *Console) action(h func(w http.ResponseWriter, r *http.Request) error) h
 		id := c.session(r)
 		if id == "" {
 			http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+			return
+		}
+		if err := c.readForm(w, r); err != nil {
+			c.render(w, r, statusOf(err).status, "error", &view{Title: "Refused", CSRF: c.csrfToken(id), Error: err.Error()})
 			return
 		}
 		if !c.checkCSRF(r, id) {

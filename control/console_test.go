@@ -388,6 +388,10 @@ func TestConsolePages(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "nobody-yet model") {
 		t.Errorf("upload: %d", resp.StatusCode)
 	}
+	big := url.Values{"csrf": {csrf}, "message": {strings.Repeat("x", int(2*DefaultLimits.MaxMessage)+100<<10)}}
+	if status, _, body := fx.do(t, c, "POST", "/console/classify", big, nil); status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "max_message_bytes") {
+		t.Errorf("a form too large: %d", status)
+	}
 	for name, form := range map[string]url.Values{
 		"empty":    {"message": {"  "}},
 		"bad user": {"message": {pasted}, "model": {"../etc"}},

@@ -13,12 +13,17 @@
 //	POST /v1/forget?user=U                 the message as the body → TrainResult
 //	POST /v1/train?user=U                  TrainRequest (a batch, JSON) → TrainResponse
 //	POST /v1/report?user=U&class=C[&source=S]  the message as the body → 202 ReportResponse
+//	GET  /v1/history?limit=N&before=ID&after=ID&user=U&verdict=V  History: the milter's latest verdicts
 //
 // user defaults to the global model (""); class is any class the filter
 // is configured with. A report says that the message belongs to class
 // for user, who must be named: the daemon queues it durably (package
 // reportq) and answers at once; in the background, the message is then
-// trained as class, relabeled if it was trained as another. Errors are {"error": "…"} with a 4xx or 5xx status.
+// trained as class, relabeled if it was trained as another. The history
+// lists the verdicts newest first, at most limit (default 100); a peer
+// that does not read every model sees only the mail of the user named
+// like its account, without the other recipients. Errors are
+// {"error": "…"} with a 4xx or 5xx status.
 // For example:
 //
 //	curl --unix-socket /run/spamd/api.sock --data-binary @msg.eml \
@@ -55,6 +60,15 @@
 // wait their turn for up to Limits.QueueWait. HTTPServer and Listener
 // put read, write and idle timeouts and a bound on connections on every
 // listener.
+//
+// # The web console
+//
+// Console serves server-rendered pages (html/template, embedded with
+// their style sheet and one small script) over the same server: status,
+// history, a message's explanation with buttons to learn it, a box to
+// classify a pasted message, the models and the configuration. It is
+// served on loopback only, behind a login with the API's token; see
+// Console for how its sessions and forms are kept safe.
 //
 // # Failures
 //

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
@@ -209,11 +210,14 @@ func quantile(lat []time.Duration, q float64) float64 {
 // library's NoOpMilter with its defaults (every event sent and answered),
 // and "floor", which negotiates exactly what spamd negotiates (events
 // streamed, only the end of the message answered), so that spamd's own
-// work stands alone. Each of b.N messages goes to every server, in
-// alternating rounds. The metrics are each server's messages per second
-// and 50th and 99th percentile latency (connect to answer), spamd's
-// throughput as a share of each baseline's, and the difference of the
-// 99th percentiles.
+// work stands alone; and "history", spamd recording every verdict in a
+// history of the default size (package history), to show what that
+// costs. Each of b.N messages goes to every server, in alternating
+// rounds. The metrics are each server's messages per second and 50th and
+// 99th percentile latency (connect to answer), spamd's throughput as a
+// share of each baseline's and the difference of the 99th percentiles,
+// and the history's throughput as a share of spamd's without it
+// (history/spamd-throughput).
 func BenchmarkMilterLoad(b *testing.B) {
 	trainSet, sendSet := corpus(b, 2000, 1000)
 	st, err := badgerstore.Open(context.Background(), b.TempDir(), badgerstore.Options{})
@@ -251,19 +255,27 @@ func BenchmarkMilterLoad(b *testing.B) {
 	// cost of formatting the line.
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	def := config.Default(func(string) string { return "" })
-	srv := New(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions}, log, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	serve := func(set *Settings) string {
+		srv := New(set, log, nil)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go srv.Serve(ln)
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		})
+		return ln.Addr().String()
+	}
+	hist, err := history.New(history.Options{Size: def.History.Size, MaxMessageBytes: int64(def.History.MessageMB) << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
-	go srv.Serve(ln)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
 	targets := []target{
-		{"spamd", ln.Addr().String(), ResultHeader},
+		{"spamd", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions}), ResultHeader},
+		{"history", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions, History: hist}), ResultHeader},
 		{"noop", serveBaseline(b, &gomilter.Server{NewMilter: func() gomilter.Milter { return noop{} }, Actions: gomilter.OptAddHeader}), "X-Noop"},
 		{"floor", serveBaseline(b, &gomilter.Server{NewMilter: func() gomilter.Milter { return floor{} }, Actions: actions, Protocol: protocol}), "X-Noop"},
 	}
@@ -278,7 +290,11 @@ func BenchmarkMilterLoad(b *testing.B) {
 				b.ReportMetric(rate[i], t.name+"-msgs/s")
 				b.ReportMetric(quantile(lat[i], 0.50), t.name+"-p50-ms")
 				b.ReportMetric(quantile(lat[i], 0.99), t.name+"-p99-ms")
-				if i > 0 {
+				switch {
+				case t.name == "history":
+					b.ReportMetric(rate[i]/rate[0], "history/spamd-throughput")
+					b.ReportMetric(quantile(lat[i], 0.99)-quantile(lat[0], 0.99), "history-spamd-p99-delta-ms")
+				case i > 0:
 					b.ReportMetric(rate[0]/rate[i], "spamd/"+t.name+"-throughput")
 					b.ReportMetric(quantile(lat[0], 0.99)-quantile(lat[i], 0.99), "spamd-"+t.name+"-p99-delta-ms")
 				}

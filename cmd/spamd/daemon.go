@@ -524,10 +524,10 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		closers = append(closers, ln)
 		h := d.api.Handler()
 		if d.console != nil && cfg.Console.Listen == "" {
-			mux := http.NewServeMux()
+			mux, con := http.NewServeMux(), d.console.Handler()
 			mux.Handle("/", h)
-			mux.Handle("/console/", d.console.Handler())
-			mux.Handle("/console", d.console.Handler())
+			mux.Handle("/console/", con)
+			mux.Handle("/console", con)
 			h = mux
 		}
 		httpd = append(httpd, &httpServer{name: "api-tcp", ln: ln, h: h})

@@ -69,7 +69,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spamd_reports_applied_total",
-			Help: "Misclassification reports applied, by source (api, spamtrain, maildir), class and whether they changed the model (changed, unchanged).",
+			Help: "Misclassification reports applied, by source (api, spamtrain, maildir, console), class and whether they changed the model (changed, unchanged).",
 		}, []string{"source", "class", "result"}),
 	}
 	m.expectedHam = prometheus.NewCounter(prometheus.CounterOpts{
