@@ -175,7 +175,8 @@ type statusData struct {
 	MinTrained int
 	Classes    []classRow
 	Vocabulary uint64
-	LSM, VLog  int64
+	// Disk is the store's size on disk, 0 if unknown (Redis).
+	Disk       int64
 	Pending    int
 	Uptime     string
 	Counters   *countersView
@@ -216,7 +217,8 @@ func (c *Console) statusPage(r *http.Request, v *view) error {
 	}
 	d.Vocabulary = t.Vocabulary
 	if c.api.Size != nil {
-		d.LSM, d.VLog = c.api.Size()
+		lsm, vlog := c.api.Size()
+		d.Disk = lsm + vlog
 	}
 	if c.api.Pending != nil {
 		d.Pending = c.api.Pending()
