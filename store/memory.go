@@ -26,13 +26,17 @@ type Memory struct {
 	users   map[string]*memModel
 }
 
-// memModel is one user's model. Token counts live in one flat slice of
-// rows rather than a slice per token, so a model of millions of tokens is
-// a handful of pointer-free allocations the garbage collector never scans.
+// memModel is one user's model. Token counts live in chunks of rows
+// rather than a slice per token, so a model of millions of tokens is a
+// few hundred pointer-free allocations the garbage collector never scans;
+// and chunks rather than one slice, so that it grows without copying every
+// row (a doubling slice holds both copies while it copies, twice the
+// model's memory).
 type memModel struct {
 	width    int                // values per row: a count and a weight per class when last grown
-	rows     map[bow.Hash]int32 // token → its row in counts
-	counts   []uint64           // rows of width values, laid out as Counts, back to back
+	rows     map[bow.Hash]int32 // token → its row
+	chunks   [][]uint64         // rowsPerChunk rows of width values each, laid out as Counts
+	n        int32              // rows handed out of the chunks
 	free     []int32            // rows of tokens whose values all went back to zero
 	seen     map[Digest]seenRec // message → how it is trained
 	messages []uint64           // per class
@@ -284,9 +288,13 @@ func (m *Memory) Close() error {
 	return nil
 }
 
+// rowsPerChunk is the number of rows in a chunk of a memModel.
+const rowsPerChunk = 1 << 14
+
 func (mod *memModel) row(r int32) []uint64 {
-	i := int(r) * mod.width
-	return mod.counts[i : i+mod.width : i+mod.width]
+	c := mod.chunks[r/rowsPerChunk]
+	i := int(r%rowsPerChunk) * mod.width
+	return c[i : i+mod.width : i+mod.width]
 }
 
 // grow widens every row to classes classes, which happens only when a
@@ -296,12 +304,15 @@ func (mod *memModel) grow(classes int) {
 	if width <= mod.width {
 		return
 	}
-	n := len(mod.counts) / max(mod.width, 1)
-	counts := make([]uint64, n*width)
-	for r := range n {
-		copy(counts[r*width:], mod.counts[r*mod.width:(r+1)*mod.width])
+	for i, c := range mod.chunks {
+		n := len(c) / mod.width
+		wide := make([]uint64, n*width)
+		for r := range n {
+			copy(wide[r*width:], c[r*mod.width:(r+1)*mod.width])
+		}
+		mod.chunks[i] = wide
 	}
-	mod.counts, mod.width = counts, width
+	mod.width = width
 	mod.messages = append(mod.messages, make([]uint64, classes-len(mod.messages))...)
 	mod.tokens = append(mod.tokens, make([]uint64, classes-len(mod.tokens))...)
 }
@@ -373,8 +384,19 @@ func (mod *memModel) newRow() int32 {
 		mod.free = mod.free[:n-1]
 		return r
 	}
-	r := int32(len(mod.counts) / mod.width)
-	mod.counts = append(mod.counts, make([]uint64, mod.width)...)
+	r := mod.n
+	ci, off := int(r/rowsPerChunk), int(r%rowsPerChunk)
+	if ci == len(mod.chunks) {
+		mod.chunks = append(mod.chunks, nil)
+	}
+	// A chunk starts small and doubles up to its size, so that a model
+	// of a few tokens stays small.
+	if c := mod.chunks[ci]; (off+1)*mod.width > len(c) {
+		grown := make([]uint64, min(max(2*len(c), 64*mod.width), rowsPerChunk*mod.width))
+		copy(grown, c)
+		mod.chunks[ci] = grown
+	}
+	mod.n++
 	return r
 }
 

@@ -143,13 +143,26 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 
 	pr := &printer{e: e, asJSON: a.asJSON}
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
-	err = prepareAll(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) error {
+	// Each worker classifies the messages it prepares, so that scoring
+	// runs on every core too; the verdicts are printed in input order.
+	type judged struct {
+		it  item
+		v   filter.Verdict
+		err error // of classifying; it.err is of reading or parsing
+	}
+	err = prepareAndThen(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) judged {
+		j := judged{it: it}
+		if it.err == nil {
+			j.v, j.err = f.ClassifyPrepared(ctx, a.mf.user, it.p, filter.ClassifyOptions{Explain: a.explain, TrainedAs: true})
+		}
+		return j
+	}, func(j judged) error {
+		it, v := j.it, j.v
 		if it.err != nil {
 			return pr.fail(it.msg.Path, it.err.Error())
 		}
-		v, err := f.ClassifyPrepared(ctx, a.mf.user, it.p, filter.ClassifyOptions{Explain: a.explain, TrainedAs: true})
-		if err != nil {
-			return fmt.Errorf("%s: %w", it.msg.Path, err)
+		if j.err != nil {
+			return fmt.Errorf("%s: %w", it.msg.Path, j.err)
 		}
 		c := classification{Path: it.msg.Path, Verdict: v.Label(), Probability: v.Probability, Score: v.Score,
 			Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}

@@ -76,7 +76,13 @@ func errNoMessages(recursive bool) error {
 // prepareAll prepares the messages of in on workers goroutines and hands
 // them to out in order.
 func prepareAll(ctx context.Context, f *filter.Filter, workers int, names bool, in <-chan item, out func(item) error) error {
-	return parallel.Map(ctx, workers, in, func(it item) item {
+	return prepareAndThen(ctx, f, workers, names, in, func(it item) item { return it }, out)
+}
+
+// prepareAndThen is prepareAll with then called on each prepared item on
+// the worker that prepared it, and out with what then returns.
+func prepareAndThen[T any](ctx context.Context, f *filter.Filter, workers int, names bool, in <-chan item, then func(item) T, out func(T) error) error {
+	return parallel.Map(ctx, workers, in, func(it item) T {
 		if it.msg.Truncated {
 			// The tokenizer reads only the start of a message anyway.
 			it.p.Truncated = true
@@ -84,7 +90,7 @@ func prepareAll(ctx context.Context, f *filter.Filter, workers int, names bool, 
 		p, err := f.Prepare(it.msg.Raw, names)
 		it.p, it.err = p, err
 		it.msg.Raw = nil // free the bytes early: only the bag is needed now
-		return it
+		return then(it)
 	}, out)
 }
 
@@ -308,7 +314,18 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 		return err
 	}
 	defer st.Close()
-	t, err := trainSources(ctx, e, f, a.mf.user, a.sources, a.recursive, a.mf.workers, a.batch)
+	var t *tally
+	bulk := false
+	if !forget {
+		if bulk, err = empty(ctx, st); err != nil {
+			return err
+		}
+	}
+	if bulk {
+		t, err = bulkTrain(ctx, e, f, st, a.mf.user, a)
+	} else {
+		t, err = trainSources(ctx, e, f, a.mf.user, a.sources, a.recursive, a.mf.workers, a.batch)
+	}
 	if forget {
 		printForget(e, t)
 	} else {

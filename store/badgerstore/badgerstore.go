@@ -52,6 +52,13 @@
 // writers, so transactions never conflict; readers use read-only
 // transactions and are never blocked by a writer.
 //
+// Load writes a whole model into a store that holds none, the first
+// training of a new store: it hands Badger every key sorted, and Badger
+// writes them as tables straight into the bottom of its tree, with no
+// memtable, write-ahead log or compaction. It is all or nothing through a
+// marker file: written before Load drops anything, removed once the model
+// is whole; Open empties a store that still has it.
+//
 // SyncWrites is off by default, and that is safe against the process
 // being killed at any instant (kill -9, OOM killer, a crash): before
 // Commit returns, Badger has copied the transaction into its write-ahead
@@ -391,6 +398,9 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	s.db = db
 	s.dbReadOnly = fault.kind != ""
+	if err := s.finishLoad(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+	}
 	if err := s.loadMeta(ctx, o); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
 	}

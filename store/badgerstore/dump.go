@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -142,12 +143,44 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 		}
 		marked = false
 	}()
-	tot, err := s.restoreRecords(ctx, user, next)
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	set := func(key, val []byte) error {
+		if err := wb.Set(key, val); err != nil {
+			return s.writeError(err)
+		}
+		return nil
+	}
+	enc := &encoder{user: user, set: set, names: s.registerNames}
+	for n := 0; ; n++ {
+		if n%4096 == 0 {
+			if err = ctx.Err(); err != nil {
+				break
+			}
+			// The write batch commits as it fills: look at the disk
+			// as Apply does before each transaction.
+			if err = s.writable(false); err != nil {
+				break
+			}
+		}
+		var r store.Record
+		if r, err = next(); err != nil {
+			break
+		}
+		if err = enc.add(r); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		if err = wb.Flush(); err != nil {
+			err = s.writeError(err)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", user, err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(totalsKey(user), appendTotals(nil, tot)); err != nil {
+		if err := txn.Set(totalsKey(user), appendTotals(nil, &enc.tot)); err != nil {
 			return err
 		}
 		return txn.Delete(userPrefix(kindBusy, user))
@@ -158,104 +191,137 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 	return nil
 }
 
-// restoreRecords writes the records next returns and returns the totals
-// they add up to.
-func (s *Store) restoreRecords(ctx context.Context, user string, next func() (store.Record, error)) (*totals, error) {
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	var index []int // the store's index of each class of the header
-	tot := &totals{}
-	tokens := make(map[bow.Hash]struct{})
-	seen := make(map[store.Digest]struct{})
-	var buf []byte
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			// The write batch commits as it fills: look at the disk
-			// as Apply does before each transaction.
-			if err := s.writable(false); err != nil {
-				return nil, err
-			}
+// encoder turns the records of user's model, as Dump gives them, into the
+// store's keys and values, which it hands to set in key order within each
+// kind (token rows, then seen records), and adds up the totals, which it
+// leaves to the caller to write.
+type encoder struct {
+	user string
+	set  func(key, val []byte) error
+	// names gives the store's class list with names in it, registering
+	// them if need be.
+	names func([]string) (*classList, error)
+	// sorted says that records come in key order (as Dump gives them, and
+	// as a StreamWriter takes them): a duplicate is then one that does not
+	// ascend, where records in any order need a set of what came.
+	sorted bool
+
+	n      int
+	index  []int // the store's index of each class of the header
+	tot    totals
+	tokens map[bow.Hash]struct{}
+	seen   map[store.Digest]struct{}
+	last   []byte // the key of the last row or seen record, when sorted
+	key    []byte
+	row    []uint64
+	buf    []byte
+}
+
+// add encodes record r.
+func (e *encoder) add(r store.Record) error {
+	n := e.n
+	e.n++
+	switch {
+	case n == 0:
+		if r.Classes == nil {
+			return fmt.Errorf("%w: no header", store.ErrInconsistent)
 		}
-		r, err := next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+		cl, err := e.names(r.Classes)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		switch {
-		case n == 0:
-			if r.Classes == nil {
-				return nil, fmt.Errorf("%w: no header", store.ErrInconsistent)
-			}
-			cl, err := s.registerNames(r.Classes)
-			if err != nil {
-				return nil, err
-			}
-			for _, c := range r.Classes {
-				index = append(index, cl.index[c])
-			}
-			width := len(cl.names)
-			tot.messages, tot.tokens = make([]uint64, width), make([]uint64, width)
-		case r.Counts != nil:
-			if len(r.Counts) > 2*len(index) {
-				return nil, fmt.Errorf("%w: token %x has values of classes the header lacks", store.ErrInconsistent, r.Hash)
-			}
-			if _, dup := tokens[r.Hash]; dup {
-				return nil, fmt.Errorf("%w: token %x twice", store.ErrInconsistent, r.Hash)
-			}
-			tokens[r.Hash] = struct{}{}
-			row := make([]uint64, 2*len(tot.tokens))
-			for c, i := range index {
-				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
-				tot.tokens[i] += r.Counts.Count(c)
-			}
-			if allZero(row) {
-				continue
-			}
-			if countsAny(row) {
-				tot.vocabulary++
-			}
-			buf = appendRow(buf[:0], row)
-			if err := wb.Set(appendTokenKey(nil, user, r.Hash), slices.Clone(buf)); err != nil {
-				return nil, s.writeError(err)
-			}
-		case r.Class != "":
-			if _, dup := seen[r.Digest]; dup {
-				return nil, fmt.Errorf("%w: message %x twice", store.ErrInconsistent, r.Digest)
-			}
-			seen[r.Digest] = struct{}{}
-			names := append([]string{r.Class}, stepClasses(r.Steps)...)
-			cl, err := s.registerNames(names)
-			if err != nil {
-				return nil, err
-			}
-			rec := seenRec{class: cl.index[r.Class]}
-			for _, st := range r.Steps {
-				c := cl.index[st.Class]
-				if need := 2 * (c + 1); len(rec.steps) < need {
-					rec.steps = append(rec.steps, make([]int64, need-len(rec.steps))...)
-				}
-				rec.steps[2*c], rec.steps[2*c+1] = st.Head, st.Body
-			}
-			for len(tot.messages) <= rec.class {
-				tot.messages, tot.tokens = append(tot.messages, 0), append(tot.tokens, 0)
-			}
-			tot.messages[rec.class]++
-			if err := wb.Set(appendSeenKey(nil, user, r.Digest), appendSeen(nil, rec)); err != nil {
-				return nil, s.writeError(err)
-			}
-		default:
-			return nil, fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
+		for _, c := range r.Classes {
+			e.index = append(e.index, cl.index[c])
 		}
+		width := len(cl.names)
+		e.tot.messages, e.tot.tokens = make([]uint64, width), make([]uint64, width)
+		if !e.sorted {
+			e.tokens, e.seen = make(map[bow.Hash]struct{}), make(map[store.Digest]struct{})
+		}
+	case r.Counts != nil:
+		if len(r.Counts) > 2*len(e.index) {
+			return fmt.Errorf("%w: token %x has values of classes the header lacks", store.ErrInconsistent, r.Hash)
+		}
+		e.key = appendTokenKey(e.key[:0], e.user, r.Hash)
+		if err := e.once(r.Hash); err != nil {
+			return err
+		}
+		row := e.row[:0]
+		for range 2 * len(e.tot.tokens) {
+			row = append(row, 0)
+		}
+		e.row = row
+		for c, i := range e.index {
+			row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
+			e.tot.tokens[i] += r.Counts.Count(c)
+		}
+		if allZero(row) {
+			return nil
+		}
+		if countsAny(row) {
+			e.tot.vocabulary++
+		}
+		e.buf = appendRow(e.buf[:0], row)
+		return e.set(slices.Clone(e.key), slices.Clone(e.buf))
+	case r.Class != "":
+		e.key = appendSeenKey(e.key[:0], e.user, r.Digest)
+		if err := e.onceSeen(r.Digest); err != nil {
+			return err
+		}
+		cl, err := e.names(append([]string{r.Class}, stepClasses(r.Steps)...))
+		if err != nil {
+			return err
+		}
+		rec := seenRec{class: cl.index[r.Class]}
+		for _, st := range r.Steps {
+			c := cl.index[st.Class]
+			if need := 2 * (c + 1); len(rec.steps) < need {
+				rec.steps = append(rec.steps, make([]int64, need-len(rec.steps))...)
+			}
+			rec.steps[2*c], rec.steps[2*c+1] = st.Head, st.Body
+		}
+		for len(e.tot.messages) <= rec.class {
+			e.tot.messages, e.tot.tokens = append(e.tot.messages, 0), append(e.tot.tokens, 0)
+		}
+		e.tot.messages[rec.class]++
+		return e.set(slices.Clone(e.key), appendSeen(nil, rec))
+	default:
+		return fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
 	}
-	if err := wb.Flush(); err != nil {
-		return nil, s.writeError(err)
+	return nil
+}
+
+// once fails for a token row that came before.
+func (e *encoder) once(h bow.Hash) error {
+	if e.sorted {
+		return e.ascends(fmt.Sprintf("token %x", h))
 	}
-	return tot, nil
+	if _, dup := e.tokens[h]; dup {
+		return fmt.Errorf("%w: token %x twice", store.ErrInconsistent, h)
+	}
+	e.tokens[h] = struct{}{}
+	return nil
+}
+
+// onceSeen fails for a seen record that came before.
+func (e *encoder) onceSeen(d store.Digest) error {
+	if e.sorted {
+		return e.ascends(fmt.Sprintf("message %x", d))
+	}
+	if _, dup := e.seen[d]; dup {
+		return fmt.Errorf("%w: message %x twice", store.ErrInconsistent, d)
+	}
+	e.seen[d] = struct{}{}
+	return nil
+}
+
+// ascends fails unless e.key comes after the last key, in a sorted run.
+func (e *encoder) ascends(what string) error {
+	if e.last != nil && bytes.Compare(e.key, e.last) <= 0 {
+		return fmt.Errorf("%w: %s out of order or twice", store.ErrInconsistent, what)
+	}
+	e.last = append(e.last[:0], e.key...)
+	return nil
 }
 
 func stepClasses(steps []store.Step) []string {

@@ -685,7 +685,10 @@ func (s *Store) attach(ctx context.Context, db *badger.DB, f fault) error {
 	}
 	s.db, s.dbReadOnly, s.dbClosing = db, f.kind != "", nil
 	s.cache, s.present = newCache(s.opts.CacheBytes), newPresence(maxPresenceBytes)
-	err := s.loadMeta(ctx, s.opts)
+	err := s.finishLoad()
+	if err == nil {
+		err = s.loadMeta(ctx, s.opts)
+	}
 	if err == nil {
 		err = s.finishBusy()
 	}

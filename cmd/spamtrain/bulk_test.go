@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spamd/spamd/mailbox"
+)
+
+// TestBulkTrain checks that training a new store in one piece gives the
+// very model that training batch by batch into a store does: the first
+// store is empty, so train learns it in memory and loads it; the second
+// holds another user's model, so train applies each batch.
+func TestBulkTrain(t *testing.T) {
+	index := filepath.Join(t.TempDir(), "index")
+	var lines []string
+	if corpus := os.Getenv("SPAMD_CORPUS"); corpus != "" {
+		entries, err := mailbox.ReadIndex(filepath.Join(corpus, "index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries[:min(len(entries), 150)] {
+			lines = append(lines, e.Label+" "+e.Path)
+		}
+	} else {
+		for _, class := range []string{"spam", "ham"} {
+			names, err := os.ReadDir(filepath.Join(sample, class))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range names {
+				abs, _ := filepath.Abs(filepath.Join(sample, class, n.Name()))
+				lines = append(lines, class+" "+abs)
+			}
+		}
+	}
+	if err := os.WriteFile(index, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bulk, batched := t.TempDir(), t.TempDir()
+	first := strings.Fields(lines[0])[1]
+	for _, args := range [][]string{
+		{"train", "--db", bulk, "--index", index, "--batch", "50"},
+		{"train", "--db", batched, "--user", "bob", "--spam", first},
+		{"train", "--db", batched, "--index", index, "--batch", "50"},
+	} {
+		if code, out, errOut := spamtrain(t, "", args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s%s", args, code, out, errOut)
+		}
+	}
+	dumps := map[string]string{}
+	for _, db := range []string{bulk, batched} {
+		code, out, errOut := spamtrain(t, "", "dump", "--db", db, "--user", "")
+		if code != 0 {
+			t.Fatalf("dump: exit %d: %s", code, errOut)
+		}
+		dumps[db] = out
+		if code, out, errOut := spamtrain(t, "", "check", "--db", db); code != 0 {
+			t.Errorf("check: exit %d: %s%s", code, out, errOut)
+		}
+	}
+	if dumps[bulk] != dumps[batched] {
+		t.Fatalf("the bulk-trained model differs from the batch-trained one:\n%.300s\n---\n%.300s", dumps[bulk], dumps[batched])
+	}
+	t.Logf("%d messages, %d lines of dump alike", len(lines), strings.Count(dumps[bulk], "\n"))
+}

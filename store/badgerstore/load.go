@@ -1,0 +1,269 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/ristretto/v2/z"
+
+	"github.com/spamd/spamd/store"
+)
+
+// loadMarker is the file Load writes into the store's directory before it
+// drops anything, and removes once what it loads is whole. A store that
+// still has it was cut off in a load: Open drops everything in it, which
+// leaves it as empty as Load found it.
+const loadMarker = "spamd-loading"
+
+// loadChunk is how many bytes of keys and values Load hands Badger at a
+// time.
+const loadChunk = 8 << 20
+
+// ErrNotEmpty is returned by Load for a store that holds a model.
+var ErrNotEmpty = errors.New("the store holds a model")
+
+// Load writes every model of src into s, which must hold no model: the
+// first training of a new store, which spamtrain learns in memory. Apply
+// and Restore insert each key into a memtable, which Badger then writes
+// out and compacts; Load hands Badger the keys sorted, and Badger writes
+// them as tables straight into the bottom of its tree (a StreamWriter),
+// with no memtable, write-ahead log or compaction.
+//
+// A load is all or nothing, across a crash too: before it drops anything
+// it writes loadMarker, which it removes once the model is whole, and Open
+// drops everything in a store that still has the marker. Load holds the
+// store to itself while it runs: every other call waits for it.
+func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
+	defer s.recoverFault(&err, "load")
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return fmt.Errorf("load: %w", store.ErrClosed)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.writable(true); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if has, err := s.hasAnyModel(); err != nil || has {
+		if err == nil {
+			err = ErrNotEmpty
+		}
+		return fmt.Errorf("load: %w", err)
+	}
+	users, err := src.Users(ctx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	slices.Sort(users)
+	srcTot, err := src.Totals(ctx, "")
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	// The store's classes keep their indexes; src's new ones follow.
+	names := slices.Clone(s.classes.Load().names)
+	for _, c := range srcTot.Classes {
+		if err := store.ValidClass(c); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		if !slices.Contains(names, c) {
+			names = append(names, c)
+		}
+	}
+	cl := newClassList(names)
+	if !s.inMemory {
+		if err := writeSynced(filepath.Join(s.dir, loadMarker)); err != nil {
+			return fmt.Errorf("load: mark the store: %w", s.writeError(err))
+		}
+	}
+	loaded := false
+	defer func() {
+		if !loaded {
+			err = errors.Join(err, s.unload())
+		}
+	}()
+	if err := s.stream(ctx, src, users, cl); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if err := s.writeMeta(cl); err != nil {
+		return fmt.Errorf("load: %w", s.writeError(err))
+	}
+	if !s.inMemory {
+		if err := os.Remove(filepath.Join(s.dir, loadMarker)); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	loaded = true
+	for _, u := range users {
+		s.cache.forget(u)
+		s.present.drop(u)
+	}
+	return nil
+}
+
+// stream drops everything in the database and writes users' models of src
+// into it through a StreamWriter, with their totals. It writes one stream,
+// whose keys must ascend: every user's token rows, then every user's seen
+// records, then every user's totals, reading each model twice. A stream
+// of its own for each would cost a table builder each, which Badger sizes
+// for its largest tables: 128 MiB of buffer.
+func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl *classList) error {
+	sw := s.db.NewStreamWriter()
+	if err := sw.Prepare(); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	flushed := false
+	defer func() {
+		if !flushed {
+			sw.Cancel()
+		}
+	}()
+	buf := z.NewBuffer(loadChunk+loadChunk/4, "spamd.load")
+	defer buf.Release()
+	send := func(force bool) error {
+		if buf.LenNoPadding() == 0 || !force && buf.LenNoPadding() < loadChunk {
+			return nil
+		}
+		if err := sw.Write(buf); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		buf.Reset()
+		return nil
+	}
+	put := func(key, val []byte) error {
+		badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1, StreamId: 1}, buf)
+		return send(false)
+	}
+	lookup := func(ns []string) (*classList, error) {
+		for _, n := range ns {
+			if _, ok := cl.index[n]; !ok {
+				return nil, fmt.Errorf("%w: class %q is not in the model's header", store.ErrInconsistent, n)
+			}
+		}
+		return cl, nil
+	}
+	encs := make([]*encoder, len(users))
+	for i, u := range users {
+		encs[i] = &encoder{user: u, names: lookup, sorted: true, set: put}
+	}
+	// The first pass writes the rows, the second the seen records; the
+	// header goes to each encoder once, first.
+	for pass := range 2 {
+		for i, u := range users {
+			n := 0
+			err := src.Dump(ctx, u, func(r store.Record) error {
+				if n++; n%4096 == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				switch {
+				case r.Classes != nil && pass == 0, r.Counts != nil && pass == 0, r.Class != "" && pass == 1:
+					return encs[i].add(r)
+				case r.Classes == nil && r.Counts == nil && r.Class == "":
+					return encs[i].add(r) // neither: add says so
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("model %q: %w", u, err)
+			}
+		}
+	}
+	for i, u := range users {
+		if err := put(totalsKey(u), appendTotals(nil, &encs[i].tot)); err != nil {
+			return err
+		}
+	}
+	if err := send(true); err != nil {
+		return err
+	}
+	flushed = true
+	if err := sw.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// writeMeta writes the schema version and classes cl and makes cl the
+// store's class list.
+func (s *Store) writeMeta(cl *classList) error {
+	v, err := encodeMeta(meta{Schema: schemaVersion, Classes: cl.names})
+	if err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) }); err != nil {
+		return err
+	}
+	s.classes.Store(cl)
+	return nil
+}
+
+// unload empties the database after a load failed, writes the class list
+// back and removes the marker. Where it cannot, the marker stays, and the
+// next Open drops what the load wrote.
+func (s *Store) unload() error {
+	cl := s.classes.Load()
+	err := s.db.DropAll()
+	if err == nil {
+		err = s.writeMeta(cl)
+	}
+	if err == nil && !s.inMemory {
+		err = os.Remove(filepath.Join(s.dir, loadMarker))
+	}
+	if err != nil {
+		return fmt.Errorf("drop what the load wrote (the next open drops it): %w", err)
+	}
+	return nil
+}
+
+// finishLoad drops everything in a store that a load was cut off in: one
+// whose directory still holds loadMarker. Load writes only into a store
+// that held no model, so that leaves the store as the load found it.
+func (s *Store) finishLoad() error {
+	if s.inMemory {
+		return nil
+	}
+	marker := filepath.Join(s.dir, loadMarker)
+	if _, err := os.Stat(marker); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if s.dbReadOnly {
+		return fmt.Errorf("%w: a load into this store was cut off, and what it wrote can only be dropped once the store can be written", store.ErrReadOnly)
+	}
+	s.log.Warn("badgerstore: dropping what a cut-off load wrote; the store is empty again", "dir", s.dir)
+	if err := s.db.DropAll(); err != nil {
+		return fmt.Errorf("drop a cut-off load: %w", err)
+	}
+	if err := os.Remove(marker); err != nil {
+		return fmt.Errorf("drop a cut-off load: %w", err)
+	}
+	return syncDir(s.dir)
+}
+
+// hasAnyModel reports whether any user has a key of a model, or one that
+// a restore or delete is writing.
+func (s *Store) hasAnyModel() (bool, error) {
+	found := false
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindBusy, kindTokenV1} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
+			it.Rewind()
+			found = found || it.Valid()
+			it.Close()
+		}
+		return nil
+	})
+	return found, err
+}
