@@ -282,13 +282,34 @@ func (st *state) decodeWords(v []byte) []byte {
 // wordCharset converts an encoded word's charset to UTF-8. An unknown
 // charset is noted and its bytes kept: the word scanner reads invalid
 // UTF-8 as Windows-1252.
+//
+// It decodes the word into a buffer of the state's and returns a reader
+// of that: mime's decoder copies the reader it gets with io.Copy, which
+// takes a new 32 KiB buffer for every word unless the reader writes
+// itself out, as a bytes.Reader does.
 func (st *state) wordCharset(cs string, in io.Reader) (io.Reader, error) {
 	r, err := charset.Reader(cs, in)
 	if err != nil {
 		st.problem(probCharset, err.Error())
 		return in, nil
 	}
-	return r, nil
+	buf := st.wordBuf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	st.wordBuf = buf
+	st.wordReader.Reset(buf)
+	return &st.wordReader, nil
 }
 
 // encodedCharset returns the charset of the first RFC 2047 encoded word

@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"bytes"
 	"mime"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ type state struct {
 	hint   string     // charset for text parts that name none and are not UTF-8
 	nparts int        // MIME parts met
 	wd     mime.WordDecoder
+	// wordBuf and wordReader hold an encoded word converted to UTF-8
+	// (wordCharset).
+	wordBuf    []byte
+	wordReader bytes.Reader
 
 	// Scratch space.
 	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part []byte
@@ -84,6 +89,9 @@ func (st *state) reset(t *Tokenizer) {
 	}
 	if cap(st.part) > keep {
 		st.part = nil
+	}
+	if cap(st.wordBuf) > keep {
+		st.wordBuf = nil
 	}
 }
 

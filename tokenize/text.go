@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -294,6 +295,13 @@ func (st *state) cjk(s []byte, i int, m wordMode) int {
 // marked tokens in their places.
 func (st *state) bodyText() {
 	text, marks := st.text, st.marks
+	// One token for every four bytes or so of text (a word and its
+	// space; a CJK character's bigram, three bytes): room for them at
+	// once, instead of the doublings that copy a long message's tokens
+	// over and over.
+	if room := min(len(text)/4, st.limit-len(st.tokens)); room > 0 {
+		st.tokens = slices.Grow(st.tokens, room)
+	}
 	mi := 0
 	for i := 0; i < len(text); {
 		for mi < len(marks) && marks[mi].pos <= i {
