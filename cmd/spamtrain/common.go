@@ -161,7 +161,7 @@ func (m *modelStore) WarmInBackground(ctx context.Context, users ...string) (sto
 type storeChoice struct {
 	redis  bool
 	db     string
-	cfg    config.Store      // for Redis
+	cfg    config.Store      // the cache's size; for Redis, the server
 	filter map[string]string // spamd's [filter], for Redis
 }
 
@@ -170,7 +170,7 @@ type storeChoice struct {
 // spamd's configuration.
 func (m *modelFlags) choose() (storeChoice, error) {
 	if m.redis == "" && m.db != "" {
-		return storeChoice{db: m.db}, nil
+		return storeChoice{db: m.db, cfg: config.Default(os.Getenv).Store}, nil
 	}
 	cfg, found, err := loadConfig(m.cfgPath)
 	if err != nil {
@@ -191,7 +191,7 @@ func (m *modelFlags) choose() (storeChoice, error) {
 		if _, err := os.Stat(filepath.Join(cfg.Store.Dir, "MANIFEST")); err != nil {
 			return storeChoice{}, fmt.Errorf("%w: no store: spamd's configuration names the store %s, which does not exist yet (spamd creates it when it starts); give --db DIR (or set SPAMD_DB) to use another", errUsage, cfg.Store.Dir)
 		}
-		return storeChoice{db: cfg.Store.Dir}, nil
+		return storeChoice{db: cfg.Store.Dir, cfg: cfg.Store}, nil
 	}
 	return storeChoice{redis: true, cfg: cfg.Store, filter: cfg.Filter}, nil
 }
@@ -263,7 +263,13 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		}
 		ms = &modelStore{Store: st, warm: st.WarmInBackground}
 	} else {
-		st, err := badgerstore.Open(ctx, ch.db, badgerstore.Options{Logger: e.log})
+		// The cache's budget is spamd's, so that a command that reads
+		// the whole model (classify of many messages) stays in it.
+		o := badgerstore.Options{Logger: e.log, CacheBytes: int64(ch.cfg.CacheMB) << 20}
+		if ch.cfg.CacheMB == 0 {
+			o.CacheBytes = -1
+		}
+		st, err := badgerstore.Open(ctx, ch.db, o)
 		if err != nil {
 			return nil, storeOpenError(ch.db, err)
 		}
