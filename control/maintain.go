@@ -293,13 +293,6 @@ func (s *Server) checkModels(_ http.ResponseWriter, r *http.Request) (any, error
 	return out, nil
 }
 
-// Compacted answers POST /v1/admin/compact: the store's size on disk
-// before and after.
-type Compacted struct {
-	Before int64 `json:"before_bytes"`
-	After  int64 `json:"after_bytes"`
-}
-
 // compact compacts the store.
 func (s *Server) compact(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err := s.mayMaintain(r); err != nil {
@@ -308,17 +301,10 @@ func (s *Server) compact(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.Compact == nil {
 		return nil, fail(http.StatusNotImplemented, errors.New("this store has nothing to compact: Redis frees what it no longer holds"))
 	}
-	var out Compacted
-	if s.Size != nil {
-		l, v := s.Size()
-		out.Before = l + v
-	}
-	if err := s.Compact(r.Context()); err != nil {
+	out, err := s.Compact(r.Context())
+	if err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}
-	if s.Size != nil {
-		l, v := s.Size()
-		out.After = l + v
-	}
+	s.Log.Info("control: store compacted", "before_bytes", out.Before(), "after_bytes", out.After(), "flushed", out.Flushed)
 	return out, nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/spamd/spamd/store"
 )
 
 // usersQuery names users as the maintenance endpoints take them.
@@ -83,9 +85,9 @@ func (c *Client) Check(ctx context.Context) ([]Checked, error) {
 	return out.Models, err
 }
 
-// Compact compacts the store and returns its size before and after.
-func (c *Client) Compact(ctx context.Context) (Compacted, error) {
-	var out Compacted
+// Compact compacts the store and returns what that did.
+func (c *Client) Compact(ctx context.Context) (store.Compaction, error) {
+	var out store.Compaction
 	err := c.do(ctx, http.MethodPost, "/v1/admin/compact", nil, []byte{}, &out)
 	return out, err
 }

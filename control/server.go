@@ -48,9 +48,9 @@ type Options struct {
 	Filter func() *filter.Filter
 	// Size, if not nil, reports the store's size on disk.
 	Size func() (lsm, vlog int64)
-	// Compact, if not nil, compacts the store (POST /v1/admin/compact);
-	// without it the endpoint answers 501.
-	Compact func(ctx context.Context) error
+	// Compact, if not nil, compacts the store and says what it did (POST
+	// /v1/admin/compact); without it the endpoint answers 501.
+	Compact func(ctx context.Context) (store.Compaction, error)
 	// Dir is the store's directory, reported by stats.
 	Dir string
 	// Admins lists unix accounts that may train any user's model.

@@ -201,7 +201,9 @@ func reserveBytes(mb int) int64 {
 }
 
 // compacter is a store that can give back disk space: Badger.
-type compacter interface{ Compact(context.Context) error }
+type compacter interface {
+	Compact(context.Context) (store.Compaction, error)
+}
 
 type staler interface{ Stale() (bool, uint64) }
 
@@ -360,7 +362,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if sz, ok := d.st.(sizer); ok {
 		size = sz.Size
 	}
-	var compact func(context.Context) error
+	var compact func(context.Context) (store.Compaction, error)
 	if c, ok := d.st.(compacter); ok {
 		compact = c.Compact
 	}

@@ -144,9 +144,9 @@ func (m *modelStore) Size() (lsm, vlog int64) {
 }
 
 // Compact compacts a Badger store.
-func (m *modelStore) Compact(ctx context.Context) error {
+func (m *modelStore) Compact(ctx context.Context) (store.Compaction, error) {
 	if m.badger == nil {
-		return errors.New("a Redis model has nothing to compact: Redis frees what it no longer holds")
+		return store.Compaction{}, errors.New("a Redis model has nothing to compact: Redis frees what it no longer holds")
 	}
 	return m.badger.Compact(ctx)
 }

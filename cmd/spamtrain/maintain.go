@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/store"
 )
 
 // userStats is the JSON form of one user's model.
@@ -167,12 +169,11 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	l0, v0 := st.Size()
-	if err := st.Compact(ctx); err != nil {
+	c, err := st.Compact(ctx)
+	if err != nil {
 		return err
 	}
-	l1, v1 := st.Size()
-	printCompacted(e, control.Compacted{Before: l0 + v0, After: l1 + v1})
+	printCompacted(e, c)
 	return nil
 }
 
@@ -189,10 +190,35 @@ func remoteCompact(ctx context.Context, e *env, c *control.Client, args []string
 	return nil
 }
 
-// printCompacted says what compacting did to the store's size.
-func printCompacted(e *env, c control.Compacted) {
-	fmt.Fprintf(e.stdout, "compact: %.1f MiB → %.1f MiB\n", float64(c.Before)/(1<<20), float64(c.After)/(1<<20))
+// printCompacted says what compacting did to the store.
+func printCompacted(e *env, c store.Compaction) {
+	fmt.Fprintf(e.stdout, "compact: %s → %s on disk\n", mibs(c.Before()), mibs(c.After()))
+	fmt.Fprintf(e.stdout, "  tables: %s in %s → %s in %s\n",
+		mibs(c.LSMBefore), tree(c.TablesBefore, c.LevelsBefore), mibs(c.LSMAfter), tree(c.TablesAfter, c.LevelsAfter))
+	fmt.Fprintf(e.stdout, "  logs:   %s → %s", mibs(c.LogsBefore), mibs(c.LogsAfter))
+	switch {
+	case c.Flushed:
+		fmt.Fprint(e.stdout, "; memtables written into tables")
+	case c.FlushSkipped != "":
+		fmt.Fprintf(e.stdout, "; memtables left in place: %s", c.FlushSkipped)
+	}
+	fmt.Fprintf(e.stdout, "; %d value-log files rewritten\n", c.Rewritten)
 }
+
+// tree describes an LSM tree by its tables and levels.
+func tree(tables, levels int) string {
+	s := fmt.Sprintf("%d tables on %d levels", tables, levels)
+	if levels == 1 {
+		s = strings.TrimSuffix(s, "s")
+	}
+	if tables == 1 {
+		s = strings.Replace(s, "tables", "table", 1)
+	}
+	return s
+}
+
+// mibs formats a size in bytes in MiB.
+func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func runSettings(_ context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("settings", flag.ContinueOnError)

@@ -312,6 +312,8 @@ type Store struct {
 	nBusy   atomic.Int32
 	classes atomic.Pointer[classList]
 	present *presence // guarded by wmu
+	// flushWait, if set by a test, replaces defaultFlushWait.
+	flushWait time.Duration
 	// txnShare is the share, in percent, of Badger's transaction limits
 	// Apply fills; tests raise it past 100 to make Badger refuse commits.
 	txnShare int64
@@ -947,48 +949,6 @@ func onDisk(fi os.FileInfo) int64 {
 		return min(fi.Size(), st.Blocks*512)
 	}
 	return fi.Size()
-}
-
-// Compact rewrites the LSM tree into one level and garbage-collects the
-// value log until nothing is left to reclaim, for maintenance by the CLI.
-// Writers wait while it runs; readers do not.
-//
-// A store that is not ok refuses it: Badger's compaction writes new
-// tables before it deletes the old ones.
-func (s *Store) Compact(ctx context.Context) (err error) {
-	defer s.recoverFault(&err, "compact")
-	if err := s.enter(); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	defer s.life.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	if err := s.writable(true); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	if err := s.db.Flatten(2); err != nil {
-		return fmt.Errorf("compact: flatten: %w", err)
-	}
-	if s.inMemory {
-		return nil
-	}
-	s.gcMu.Lock()
-	defer s.gcMu.Unlock()
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("compact: %w", err)
-		}
-		err := s.db.RunValueLogGC(gcDiscardRatio)
-		if errors.Is(err, badger.ErrNoRewrite) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("compact: value-log GC: %w", err)
-		}
-	}
 }
 
 // Close stops the garbage collector and the watch over the directory,

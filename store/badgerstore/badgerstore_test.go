@@ -414,7 +414,7 @@ func TestMaintenance(t *testing.T) {
 		train(t, s, "", ops...)
 	}
 	time.Sleep(50 * time.Millisecond) // let the collector run a few times
-	if err := s.Compact(ctx); err != nil {
+	if _, err := s.Compact(ctx); err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
 	lsm, vlog := s.Size()
@@ -430,7 +430,7 @@ func TestMaintenance(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if err := s.Compact(ctx); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.Compact(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Compact after Close: %v", err)
 	}
 	if lsm, vlog := s.Size(); lsm != 0 || vlog != 0 {
@@ -447,8 +447,12 @@ func TestCompactInMemory(t *testing.T) {
 	s := open(t, "", Options{InMemory: true})
 	defer s.Close()
 	train(t, s, "", storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 1}))
-	if err := s.Compact(context.Background()); err != nil {
+	c, err := s.Compact(context.Background())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Flushed || c.FlushSkipped != "" {
+		t.Errorf("in-memory store: flushed %v, skipped %q; it has no memtables on disk", c.Flushed, c.FlushSkipped)
 	}
 	if _, vlog := s.Size(); vlog != 0 {
 		t.Errorf("in-memory value log of %d bytes", vlog)
