@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -272,7 +273,17 @@ type Actions struct {
 	// internal error or a panic): "accept" it unclassified, or "tempfail"
 	// it so the sender retries. Either way it is logged and counted.
 	OnError string `toml:"on_error"`
+	// Classes maps a class of the filter to what the milter does with a
+	// message decided as it (and not unsure): "accept" it, "tag" its
+	// Subject with SubjectTag, "quarantine" it, or "reject" it with
+	// RejectCode, RejectStatus and RejectText whatever its score. A
+	// spam class without an entry is handled as spam (SubjectTag,
+	// QuarantineSpam, Reject from RejectScore), any other accepted.
+	Classes map[string]string `toml:"classes"`
 }
+
+// ClassActions are the actions Actions.Classes may name.
+var ClassActions = []string{"accept", "tag", "quarantine", "reject"}
 
 // API configures the control API.
 type API struct {
@@ -479,6 +490,7 @@ func Default(getenv func(string) string) Config {
 			RejectStatus: "5.7.1",
 			RejectText:   "Message rejected as spam",
 			OnError:      "accept",
+			Classes:      map[string]string{},
 		},
 		API: API{Socket: sock, Admins: []string{}, Reporters: []string{},
 			ReadTimeout:     Duration{time.Minute},
@@ -541,7 +553,9 @@ func Decode(r io.Reader, base Config) (Config, error) {
 	return c, nil
 }
 
-// scalar formats a TOML value of the [filter] table as text.
+// scalar formats a TOML value of the [filter] table as text, as the
+// filter's settings take it: a list of names (["ham", "spam"]) as
+// "ham+spam", a matrix of numbers ([[0, 20], [1, 0]]) as "0 20; 1 0".
 func scalar(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
@@ -552,8 +566,54 @@ func scalar(v any) (string, error) {
 		return strconv.FormatInt(x, 10), nil
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64), nil
+	case []any:
+		if names, ok := nameList(x); ok {
+			return strings.Join(names, "+"), nil
+		}
+		if rows, ok := matrix(x); ok {
+			return strings.Join(rows, "; "), nil
+		}
 	}
-	return "", fmt.Errorf("want a number, a boolean or a string, not %T", v)
+	return "", fmt.Errorf("want a number, a boolean, a string, a list of names or a matrix of numbers, not %v", v)
+}
+
+// nameList returns the elements of a non-empty array of strings without
+// '+', which separates them in text.
+func nameList(a []any) ([]string, bool) {
+	names := make([]string, len(a))
+	for i, e := range a {
+		s, ok := e.(string)
+		if !ok || s == "" || strings.Contains(s, "+") {
+			return nil, false
+		}
+		names[i] = s
+	}
+	return names, len(a) > 0
+}
+
+// matrix returns the rows of a non-empty array of non-empty arrays of
+// numbers, each as its numbers separated by spaces.
+func matrix(a []any) ([]string, bool) {
+	rows := make([]string, len(a))
+	for i, e := range a {
+		r, ok := e.([]any)
+		if !ok || len(r) == 0 {
+			return nil, false
+		}
+		fs := make([]string, len(r))
+		for j, x := range r {
+			switch n := x.(type) {
+			case int64:
+				fs[j] = strconv.FormatInt(n, 10)
+			case float64:
+				fs[j] = strconv.FormatFloat(n, 'g', -1, 64)
+			default:
+				return nil, false
+			}
+		}
+		rows[i] = strings.Join(fs, " ")
+	}
+	return rows, len(a) > 0
 }
 
 // Load reads the document at path on top of base.
@@ -645,6 +705,18 @@ func (c Config) Validate() error {
 	}
 	if a.OnError != "accept" && a.OnError != "tempfail" {
 		return bad("actions.on_error", "want accept or tempfail, not %q", a.OnError)
+	}
+	for _, class := range slices.Sorted(maps.Keys(a.Classes)) {
+		action := a.Classes[class]
+		if err := store.ValidClass(class); err != nil {
+			return bad("actions.classes", "%v", err)
+		}
+		if !slices.Contains(ClassActions, action) {
+			return bad("actions.classes", "%s: want accept, tag, quarantine or reject, not %q", class, action)
+		}
+		if action == "tag" && a.SubjectTag == "" {
+			return bad("actions.classes", "%s: tag needs actions.subject_tag", class)
+		}
 	}
 	if c.API.Socket == "" {
 		return bad("api.socket", "must not be empty")

@@ -150,11 +150,16 @@ trusted_networks = ["192.0.2.0/24", "::1/128"]
 [actions]
 reject = true
 reject_code = 554
+subject_tag = "[NEWS]"
+classes = { newsletter = "tag", phishing = "reject" }
 [filter]
 alpha = 0.5
 stem = false
 counts = "boolean"
 top = 20
+classes = ["ham", "spam", "newsletter", "phishing"]
+spam_classes = ["spam", "phishing"]
+loss = [[0, 1, 1, 1], [20, 0, 20, 1], [1, 1, 0, 1], [20, 1, 20, 0.5]]
 `), Default(noEnv))
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +173,12 @@ top = 20
 	if !c.Actions.Reject || c.Actions.RejectCode != 554 || c.Actions.RejectText != "Message rejected as spam" {
 		t.Errorf("actions: %+v", c.Actions)
 	}
-	want := map[string]string{"alpha": "0.5", "stem": "false", "counts": "boolean", "top": "20"}
+	if want := map[string]string{"newsletter": "tag", "phishing": "reject"}; !reflect.DeepEqual(c.Actions.Classes, want) {
+		t.Errorf("actions.classes %v, want %v", c.Actions.Classes, want)
+	}
+	want := map[string]string{"alpha": "0.5", "stem": "false", "counts": "boolean", "top": "20",
+		"classes": "ham+spam+newsletter+phishing", "spam_classes": "spam+phishing",
+		"loss": "0 1 1 1; 20 0 20 1; 1 1 0 1; 20 1 20 0.5"}
 	if !reflect.DeepEqual(c.Filter, want) {
 		t.Errorf("filter %v, want %v", c.Filter, want)
 	}
@@ -209,6 +219,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"metrics not loopback", "[metrics]\nlisten = \"192.0.2.1:9000\"", "metrics.listen"},
 		{"bad level", "[log]\nlevel = \"verbose\"", "log.level"},
 		{"filter table value", "[filter]\nalpha = [1, 2]", "filter.alpha"},
+		{"filter list with '+'", "[filter]\nclasses = [\"ham+x\", \"spam\"]", "filter.classes"},
+		{"filter matrix of words", "[filter]\nloss = [[0, \"a\"], [1, 0]]", "filter.loss"},
+		{"class action unknown", "[actions]\nclasses = { newsletter = \"drop\" }", "actions.classes"},
+		{"class action tag without a tag", "[actions]\nclasses = { newsletter = \"tag\" }", "actions.classes"},
+		{"class action of a bad name", "[actions]\nclasses = { News = \"accept\" }", "actions.classes"},
 		{"autolearn thresholds crossed", "[autolearn]\nspam_score = -1.0\nham_score = 1.0", "autolearn.spam_score"},
 		{"autolearn ratio", "[autolearn]\nmax_ratio = 0.5", "autolearn.max_ratio"},
 		{"relative spool", "[reports]\nspool = \"reports\"", "reports.spool"},

@@ -84,15 +84,26 @@ import "net/http"
 
 // Verdict is the answer to a classification.
 type Verdict struct {
-	// Verdict is the label: ham, unsure or spam.
+	// Verdict is the label: the class decided on (ham, spam, or another
+	// configured class), or unsure.
 	Verdict string `json:"verdict"`
 	// Class is the class decided on; for an unsure message, the better
 	// guess.
 	Class string `json:"class"`
-	// Probability is the spam probability.
+	// Spam is set when Class is one of the classes that count as spam
+	// and the message is not unsure: what X-Spam-Flag says.
+	Spam bool `json:"spam"`
+	// Probability is the spam probability: the posterior of the classes
+	// that count as spam, summed.
 	Probability float64 `json:"probability"`
-	// Score is the spam log-odds.
+	// Score is the spam log-odds, the logit of Probability.
 	Score float64 `json:"score"`
+	// Posterior is every class's posterior probability, for the classes
+	// the model scored.
+	Posterior map[string]float64 `json:"posterior"`
+	// Positive is the spam class whose features Toward lists on the
+	// spam side.
+	Positive string `json:"positive"`
 	// Required is the score at and above which a message is spam.
 	Required float64 `json:"required"`
 	// Used is the number of the message's features that were scored.
@@ -160,6 +171,9 @@ type Stats struct {
 	// Dir is the store's directory, so that a client can tell whether a
 	// store it was given is the daemon's.
 	Dir string `json:"dir,omitempty"`
+	// Classes are the classes the daemon's filter is configured with:
+	// those it trains and scores.
+	Classes []string `json:"classes"`
 	// Users lists every model, the global one ("") included.
 	Users []UserStats `json:"users"`
 	// LSMBytes and LogBytes are the store's size on disk.

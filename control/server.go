@@ -309,7 +309,7 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if all, _, account, _ := s.who(r); !all {
 		users = slices.DeleteFunc(users, func(u string) bool { return u != "" && (account == "" || u != account) })
 	}
-	out := Stats{Dir: s.Dir, Users: []UserStats{}}
+	out := Stats{Dir: s.Dir, Classes: s.Filter().Config().Classes, Users: []UserStats{}}
 	if s.Size != nil {
 		out.LSMBytes, out.LogBytes = s.Size()
 	}
@@ -362,12 +362,16 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, filterError(err)
 	}
+	fc := s.Filter().Config()
 	out := Verdict{
 		Verdict:     v.Label(),
 		Class:       v.Class,
+		Spam:        !v.Unsure && fc.IsSpam(v.Class),
 		Probability: v.Probability,
 		Score:       v.Score,
-		Required:    s.Filter().Config().Required(),
+		Posterior:   v.Posterior,
+		Positive:    fc.Positive,
+		Required:    fc.Required(),
 		Used:        v.Used,
 		Digest:      hex.EncodeToString(v.Digest[:]),
 		TrainedAs:   v.TrainedAs,

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/spamd/spamd/bow"
@@ -18,6 +21,12 @@ import (
 // Message is one labelled message of a corpus.
 type Message struct {
 	Path string
+	// Class is the message's gold label: spam, ham or any class of the
+	// filter's.
+	Class string
+	// Spam says whether Class counts as spam (filter.Config.SpamClasses),
+	// as the run it was last set for says; "spam" is, unless told
+	// otherwise.
 	Spam bool
 	// Raw holds the message's bytes when the corpus keeps them (LoadIndex,
 	// LoadSources); it is nil in a corpus from OpenIndex, which reads
@@ -39,9 +48,9 @@ type Corpus struct {
 	cache map[string]parsed
 }
 
-// OpenIndex reads a TREC-format index ("spam PATH" or "ham PATH" per line,
-// paths relative to the index file) into a corpus of paths and labels, in
-// index order. The messages are read when a run needs them, so that a
+// OpenIndex reads a TREC-format index ("CLASS PATH" per line, CLASS spam,
+// ham or any other class name, paths relative to the index file) into a
+// corpus of paths and labels, in index order. The messages are read when a run needs them, so that a
 // corpus of any size costs only its list; a message that cannot be read
 // is an error of the run.
 func OpenIndex(index string) (*Corpus, error) {
@@ -51,12 +60,10 @@ func OpenIndex(index string) (*Corpus, error) {
 	}
 	c := &Corpus{Messages: make([]Message, len(entries)), index: index}
 	for i, e := range entries {
-		switch e.Label {
-		case "spam", "ham":
-		default:
-			return nil, fmt.Errorf("%s: entry %d (%s): label %q is neither spam nor ham", index, i+1, e.Path, e.Label)
+		if err := store.ValidClass(e.Label); err != nil {
+			return nil, fmt.Errorf("%s: entry %d (%s): %w", index, i+1, e.Path, err)
 		}
-		c.Messages[i] = Message{Path: e.Path, Spam: e.Label == "spam"}
+		c.Messages[i] = Message{Path: e.Path, Class: e.Label, Spam: e.Label == filter.Spam}
 	}
 	return c, nil
 }
@@ -120,7 +127,7 @@ func LoadSources(ctx context.Context, spam, ham []string, recursive bool, seed u
 	}{{spam, true}, {ham, false}} {
 		for _, p := range set.paths {
 			err := mailbox.Walk(ctx, p, o, func(m mailbox.Message) error {
-				c.Messages = append(c.Messages, Message{Path: m.Path, Spam: set.spam, Raw: m.Raw})
+				c.Messages = append(c.Messages, Message{Path: m.Path, Class: classOf(set.spam), Spam: set.spam, Raw: m.Raw})
 				return nil
 			})
 			if err != nil {
@@ -134,6 +141,44 @@ func LoadSources(ctx context.Context, spam, ham []string, recursive bool, seed u
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	r.Shuffle(len(c.Messages), func(i, j int) { c.Messages[i], c.Messages[j] = c.Messages[j], c.Messages[i] })
 	return c, nil
+}
+
+// Label returns the message's class: Class, or for a message made
+// without one, spam or ham as Spam says.
+func (m Message) Label() string {
+	if m.Class != "" {
+		return m.Class
+	}
+	return classOf(m.Spam)
+}
+
+// Classes returns the classes of the corpus's messages, sorted.
+func (c *Corpus) Classes() []string {
+	seen := map[string]bool{}
+	for _, m := range c.Messages {
+		seen[m.Label()] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// label sets each message's Spam as cfg counts its class, and fails when
+// a message's class is not one of cfg's: the filter would refuse to
+// train it.
+func (c *Corpus) label(cfg filter.Config) error {
+	var unknown []string
+	for _, class := range c.Classes() {
+		if !cfg.HasClass(class) {
+			unknown = append(unknown, class)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w: the corpus has messages of %s, which are not among the classes %s: set classes (--set classes=%s), and negative and spam_classes to fit",
+			ErrOptions, strings.Join(unknown, ", "), strings.Join(cfg.Classes, "+"), strings.Join(c.Classes(), "+"))
+	}
+	for i := range c.Messages {
+		c.Messages[i].Spam = cfg.IsSpam(c.Messages[i].Label())
+	}
+	return nil
 }
 
 // raw returns the bytes of message i, reading them from its file in a

@@ -53,8 +53,10 @@ func TestOpenIndex(t *testing.T) {
 		wantErr string
 	}{
 		{"labels and paths in order", write("good", "spam a\nham b\n"),
-			[]Message{{Path: filepath.Join(dir, "a"), Spam: true}, {Path: filepath.Join(dir, "b")}}, ""},
-		{"unknown label", write("bad", "spam a\nvirus b\n"), nil, `label "virus" is neither spam nor ham`},
+			[]Message{{Path: filepath.Join(dir, "a"), Class: "spam", Spam: true}, {Path: filepath.Join(dir, "b"), Class: "ham"}}, ""},
+		{"any class", write("three", "spam a\nnewsletter b\n"),
+			[]Message{{Path: filepath.Join(dir, "a"), Class: "spam", Spam: true}, {Path: filepath.Join(dir, "b"), Class: "newsletter"}}, ""},
+		{"label not a class name", write("bad", "spam a\nVirus! b\n"), nil, `invalid class name: "Virus!"`},
 		{"no index", filepath.Join(dir, "none"), nil, "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestOpenIndex(t *testing.T) {
 			}
 			// A corpus from an index holds no mail until a run reads it.
 			if !slices.EqualFunc(c.Messages, tc.want, func(a, b Message) bool {
-				return a.Path == b.Path && a.Spam == b.Spam && a.Raw == nil
+				return a.Path == b.Path && a.Class == b.Class && a.Spam == b.Spam && a.Raw == nil
 			}) {
 				t.Errorf("messages %+v, want %+v without bytes", c.Messages, tc.want)
 			}

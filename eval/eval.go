@@ -27,9 +27,11 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -126,6 +128,9 @@ func run(ctx context.Context, c *Corpus, cfg filter.Config, o Options, reuse boo
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.label(cfg); err != nil {
 		return nil, err
 	}
 	// An attack changes the messages it tests, which only a run that
@@ -288,7 +293,7 @@ func trainAll(ctx context.Context, f *filter.Filter, c *Corpus, src source, work
 		return err
 	}
 	err := each(ctx, workers, idx, src, func(i int, p filter.Prepared) error {
-		items = append(items, filter.Item{Prepared: p, Class: classOf(c.Messages[i].Spam)})
+		items = append(items, filter.Item{Prepared: p, Class: c.Messages[i].Label()})
 		if len(items) < batch {
 			return nil
 		}
@@ -315,7 +320,7 @@ func testAll(ctx context.Context, f *filter.Filter, c *Corpus, src source, worke
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Messages[i].Path, err)
 		}
-		rs = append(rs, Record{Pos: i, Spam: c.Messages[i].Spam, Score: v.Score, Verdict: v.Label()})
+		rs = append(rs, recordOf(i, c.Messages[i], v, f.Config()))
 		return nil
 	})
 	if err != nil {
@@ -347,22 +352,40 @@ func (o *Options) crossValidate(ctx context.Context, c *Corpus, src source, cfg 
 	return nil
 }
 
-// stratifiedFolds deals the spams and the hams of idx, each shuffled with
-// seed, into k folds in turn, so that every fold has the corpus's spam
-// ratio.
+// recordOf is the record of testing message m, at position i, with
+// verdict v.
+func recordOf(i int, m Message, v filter.Verdict, cfg filter.Config) Record {
+	return Record{Pos: i, Spam: m.Spam, Score: v.Score, Verdict: v.Label(),
+		Gold: m.Label(), Class: v.Class, Flagged: !v.Unsure && cfg.IsSpam(v.Class)}
+}
+
+// stratifiedFolds deals the messages of each class of idx, each class
+// shuffled with seed, into k folds in turn, so that every fold has the
+// corpus's mix of classes. Spam comes first, then ham, then the other
+// classes in order of name.
 func stratifiedFolds(c *Corpus, idx []int, k int, seed uint64) [][]int {
-	var spam, ham []int
+	byClass := map[string][]int{}
 	for _, i := range idx {
-		if c.Messages[i].Spam {
-			spam = append(spam, i)
-		} else {
-			ham = append(ham, i)
-		}
+		l := c.Messages[i].Label()
+		byClass[l] = append(byClass[l], i)
 	}
+	order := slices.SortedFunc(maps.Keys(byClass), func(a, b string) int {
+		rank := func(s string) int {
+			switch s {
+			case filter.Spam:
+				return 0
+			case filter.Ham:
+				return 1
+			}
+			return 2
+		}
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
+	})
 	r := rand.New(rand.NewPCG(seed, 0xf01d))
 	folds := make([][]int, k)
 	n := 0
-	for _, set := range [][]int{spam, ham} {
+	for _, class := range order {
+		set := byClass[class]
 		r.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
 		for _, i := range set {
 			folds[n%k] = append(folds[n%k], i)
@@ -392,13 +415,13 @@ func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
-		rs = append(rs, Record{Pos: i, Spam: m.Spam, Score: v.Score, Verdict: v.Label()})
-		wrong := (v.Label() == filter.Spam) != m.Spam
+		rs = append(rs, recordOf(i, m, v, cfg))
+		wrong := v.Class != m.Label()
 		near := rule.thick > 0 && v.Score > threshold-rule.thick && v.Score < threshold+rule.thick
 		if rule.onError && !wrong && !near && !v.Unsure {
 			return nil
 		}
-		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: p, Class: classOf(m.Spam)}}); err != nil {
+		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: p, Class: m.Label()}}); err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 		trained++
@@ -419,13 +442,13 @@ func settingsOf(cfg filter.Config) map[string]string {
 	return m
 }
 
-// WriteRecords writes rs to path as TSV: position in the index, gold label,
+// WriteRecords writes rs to path as TSV: position in the index, gold class,
 // score and verdict, one message a line, under a header line.
 func WriteRecords(path string, rs []Record) error {
 	var b strings.Builder
 	b.WriteString("pos\tgold\tscore\tverdict\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", r.Pos, classOf(r.Spam), strconv.FormatFloat(r.Score, 'g', 17, 64), r.Verdict)
+		fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", r.Pos, r.gold(), strconv.FormatFloat(r.Score, 'g', 17, 64), r.Verdict)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("write records: %w", err)

@@ -227,3 +227,102 @@ func TestSweepAndOutputs(t *testing.T) {
 		}
 	}
 }
+
+// threeClasses returns a corpus of n messages of spam, ham and
+// newsletter, about a third each, every class with words of its own.
+func threeClasses(n int) *Corpus {
+	r := rand.New(rand.NewPCG(3, 3))
+	words := map[string][]string{
+		"spam":       strings.Fields("free money offer cash win prize cheap pills order now click"),
+		"ham":        strings.Fields("meeting agenda review project parser release lunch build test notes"),
+		"newsletter": strings.Fields("digest weekly issue subscribe unsubscribe edition readers column events"),
+	}
+	both := strings.Fields("the a to of and you your please today week")
+	classes := []string{"spam", "ham", "newsletter"}
+	c := &Corpus{}
+	for i := range n {
+		class := classes[r.IntN(3)]
+		var b strings.Builder
+		for range 30 {
+			switch r.IntN(10) {
+			case 0, 1, 2, 3:
+				b.WriteString(both[r.IntN(len(both))])
+			case 4:
+				other := words[classes[r.IntN(3)]]
+				b.WriteString(other[r.IntN(len(other))])
+			default:
+				b.WriteString(words[class][r.IntN(len(words[class]))])
+			}
+			b.WriteByte(' ')
+		}
+		raw := fmt.Sprintf("From: a%d@example.com\nSubject: message %d\nMessage-ID: <%d@x>\n\n%s\n", i, i, i, b.String())
+		c.Messages = append(c.Messages, Message{Path: fmt.Sprintf("m%d", i), Class: class, Raw: []byte(raw)})
+	}
+	return c
+}
+
+// TestThreeClasses checks a run over three classes: the per-class
+// figures and confusion matrix, spam against the rest for the spam
+// metrics, and a corpus whose classes the filter lacks refused.
+func TestThreeClasses(t *testing.T) {
+	ctx := context.Background()
+	c := threeClasses(600)
+	cfg := filter.DefaultConfig()
+	if _, err := Run(ctx, c, cfg, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "newsletter") {
+		t.Fatalf("a corpus of a class the filter lacks: %v", err)
+	}
+	if err := cfg.Set("classes", "ham+spam+newsletter"); err != nil {
+		t.Fatal(err)
+	}
+	// Even costs, no unsure band: the default threshold holds back much
+	// spam of 30-word messages (see TestRunProtocols).
+	cfg.UnsureLow, cfg.UnsureHigh = 0, 0
+	cfg.CostFP, cfg.CostFN = 1, 1
+	for _, mode := range []string{"split", "cv", "online"} {
+		t.Run(mode, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Mode, o.Folds = mode, 3
+			r, err := Run(ctx, c, cfg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := r.Classes
+			if cm == nil {
+				t.Fatal("no per-class figures")
+			}
+			if strings.Join(cm.Classes, ",") != "ham,newsletter,spam" || len(cm.Confusion) != 3 || len(cm.PerClass) != 3 {
+				t.Fatalf("classes %q, matrix %v", cm.Classes, cm.Confusion)
+			}
+			total, right, spam := 0, 0, 0
+			for g := range cm.Confusion {
+				for d, n := range cm.Confusion[g] {
+					total += n
+					if g == d {
+						right += n
+					}
+				}
+				if cm.Classes[g] == "spam" {
+					spam = cm.PerClass[g].N
+				}
+			}
+			if total != r.N || spam != r.Spam || r.Ham != r.N-spam {
+				t.Errorf("matrix of %d messages, %d spam; the run tested %d, %d spam, %d not", total, spam, r.N, r.Spam, r.Ham)
+			}
+			if !near(cm.Accuracy, float64(right)/float64(total)) || cm.Accuracy < 0.8 {
+				t.Errorf("accuracy %v (%d of %d right)", cm.Accuracy, right, total)
+			}
+			for _, f := range cm.PerClass {
+				if f.F1 < 0.7 || f.Precision <= 0 || f.Recall <= 0 {
+					t.Errorf("%s: %+v", f.Class, f)
+				}
+			}
+			if r.OneMinusAUCPct > 5 {
+				t.Errorf("(1-AUC)%% of spam against the rest: %v", r.OneMinusAUCPct)
+			}
+		})
+	}
+	// Two classes keep the report they had.
+	if r, err := Run(ctx, synthetic(200), filter.DefaultConfig(), DefaultOptions()); err != nil || r.Classes != nil {
+		t.Errorf("two classes: per-class figures %+v (%v)", r.Classes, err)
+	}
+}

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 )
@@ -10,12 +11,28 @@ import (
 type Record struct {
 	// Pos is the message's position in the input (0-based index order).
 	Pos int
-	// Spam is the gold label: true for the positive class.
+	// Spam is the gold label as spam or not: true for a class that
+	// counts as spam.
 	Spam bool
 	// Score is the filter's log-odds of spam; higher is spammier.
 	Score float64
-	// Verdict is the filter's decision: "spam", "ham" or "unsure".
+	// Verdict is the filter's label: the class decided, or "unsure".
 	Verdict string
+	// Flagged is set when the verdict is a class that counts as spam:
+	// the message is called spam (an unsure one is not).
+	Flagged bool
+	// Gold is the message's class and Class the class decided, unsure
+	// or not; "" when the record does not say (then Spam and Flagged
+	// alone count).
+	Gold, Class string
+}
+
+// gold returns the message's class: Gold, or spam or ham as Spam says.
+func (r Record) gold() string {
+	if r.Gold != "" {
+		return r.Gold
+	}
+	return classOf(r.Spam)
 }
 
 // Metrics summarizes a set of Records. Rates are fractions in [0, 1];
@@ -64,6 +81,96 @@ type Metrics struct {
 	// CalibrationError is the expected calibration error of the spam
 	// probabilities the scores stand for, over 10 bins (see Reliability).
 	CalibrationError float64 `json:"calibration_error"`
+	// Classes holds the figures per class when the messages are of more
+	// than two classes; the figures above are then of the classes that
+	// count as spam against all the others.
+	Classes *ClassMetrics `json:"classes,omitempty"`
+}
+
+// ClassMetrics are the figures of a run over more than two classes, at
+// the filter's decision: the class of least expected loss, unsure or
+// not.
+type ClassMetrics struct {
+	// Classes are the classes, sorted; the matrix is indexed like them.
+	Classes []string `json:"classes"`
+	// Confusion[g][d] counts the messages of class Classes[g] decided as
+	// Classes[d].
+	Confusion [][]int `json:"confusion"`
+	// Unsure[g] counts the messages of class Classes[g] whose verdict was
+	// unsure.
+	Unsure []int `json:"unsure"`
+	// PerClass holds each class's figures, in the order of Classes.
+	PerClass []ClassFigures `json:"per_class"`
+	// Accuracy is the share of messages decided as their class, and
+	// MacroF1 the mean of the classes' F1.
+	Accuracy float64 `json:"accuracy"`
+	MacroF1  float64 `json:"macro_f1"`
+}
+
+// ClassFigures are one class's figures, that class against the others.
+type ClassFigures struct {
+	Class string `json:"class"`
+	// N counts the messages of the class, Decided those decided as it.
+	N       int `json:"n"`
+	Decided int `json:"decided"`
+	// Precision is the share of those decided as the class that are of
+	// it, Recall the share of those of the class decided as it, F1 their
+	// harmonic mean.
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	F1        float64 `json:"f1"`
+}
+
+// classMetrics returns the per-class figures of rs, nil unless their
+// gold and decided classes number more than two.
+func classMetrics(rs []Record) *ClassMetrics {
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Gold != "" && r.Class != "" {
+			seen[r.Gold], seen[r.Class] = true, true
+		}
+	}
+	if len(seen) <= 2 {
+		return nil
+	}
+	cm := &ClassMetrics{Classes: slices.Sorted(maps.Keys(seen))}
+	k := len(cm.Classes)
+	cm.Confusion = make([][]int, k)
+	for i := range cm.Confusion {
+		cm.Confusion[i] = make([]int, k)
+	}
+	cm.Unsure = make([]int, k)
+	n, right := 0, 0
+	for _, r := range rs {
+		if r.Gold == "" || r.Class == "" {
+			continue
+		}
+		g, d := slices.Index(cm.Classes, r.Gold), slices.Index(cm.Classes, r.Class)
+		cm.Confusion[g][d]++
+		if r.Verdict == "unsure" {
+			cm.Unsure[g]++
+		}
+		n++
+		if g == d {
+			right++
+		}
+	}
+	cm.Accuracy = ratio(right, n)
+	for c, name := range cm.Classes {
+		f := ClassFigures{Class: name}
+		for o := range k {
+			f.N += cm.Confusion[c][o]
+			f.Decided += cm.Confusion[o][c]
+		}
+		f.Precision = ratio(cm.Confusion[c][c], f.Decided)
+		f.Recall = ratio(cm.Confusion[c][c], f.N)
+		if f.Precision+f.Recall > 0 {
+			f.F1 = 2 * f.Precision * f.Recall / (f.Precision + f.Recall)
+		}
+		cm.MacroF1 += f.F1 / float64(k)
+		cm.PerClass = append(cm.PerClass, f)
+	}
+	return cm
 }
 
 // Compute returns the metrics of rs.
@@ -72,7 +179,7 @@ func Compute(rs []Record) Metrics {
 	m.N = len(rs)
 	var ll, ham, hamFlagged float64
 	for _, r := range rs {
-		isSpam := r.Verdict == "spam"
+		isSpam := r.Flagged
 		pHam := math.Exp(logSigmoid(-r.Score))
 		ham += pHam
 		if isSpam {
@@ -120,6 +227,7 @@ func Compute(rs []Record) Metrics {
 		m.LogLik = ll / float64(m.N)
 	}
 	m.CalibrationError = CalibrationError(Reliability(rs, calibrationBins))
+	m.Classes = classMetrics(rs)
 	return m
 }
 

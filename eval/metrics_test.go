@@ -12,7 +12,7 @@ func recs(labels string, scores ...float64) []Record {
 	for i := range labels {
 		rs[i] = Record{Pos: i, Spam: labels[i] == 's', Score: scores[i], Verdict: "ham"}
 		if scores[i] > 0 {
-			rs[i].Verdict = "spam"
+			rs[i].Verdict, rs[i].Flagged = "spam", true
 		}
 	}
 	return rs
@@ -87,7 +87,7 @@ func TestLam(t *testing.T) {
 
 func TestCompute(t *testing.T) {
 	rs := recs("hhhhssss", -3, -1, 0.5, -2, 2, 3, -0.5, 4)
-	rs[1].Verdict = "unsure"
+	rs[1].Verdict, rs[1].Flagged = "unsure", false
 	m := Compute(rs)
 	want := Metrics{N: 8, Spam: 4, Ham: 4, TP: 3, FP: 1, TN: 3, FN: 1, Unsure: 1}
 	if m.N != want.N || m.Spam != want.Spam || m.Ham != want.Ham || m.TP != want.TP ||

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
+	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
 )
 
@@ -20,12 +21,25 @@ var ErrBadSetting = errors.New("bad setting")
 
 // Config is everything that shapes a filter's verdicts.
 type Config struct {
-	// Classes names the classes, at least two. Default ham and spam.
+	// Classes names the classes, at least two, in the order of Loss's rows
+	// and columns. Default ham and spam. A class is scored once a model
+	// (the user's or the global one) has learned a message of it; until
+	// then it is left out, as if it were not listed, so that listing a
+	// new class changes no verdict before it is trained.
 	Classes []string
-	// Positive is the class the score and probability are about and the
-	// unsure band applies to. Default spam.
+	// SpamClasses are the classes that count as spam, at least one, and
+	// not all. Their posteriors summed are the spam probability
+	// (Verdict.Probability), its log-odds the score (Verdict.Score),
+	// the unsure band applies to it, and a message decided as one of
+	// them is spam to the milter's SpamAssassin-compatible headers.
+	// Default spam. Nil means Positive alone.
+	SpamClasses []string
+	// Positive is the spam class that spam reports and autolearn train
+	// as, and whose evidence the runs of RunLength pool: the first of
+	// SpamClasses. Default spam.
 	Positive string
-	// Negative is the class a false positive truly was. Default ham.
+	// Negative is the class that ham reports and autolearn train as, and
+	// that a false positive truly was. Default ham.
 	Negative string
 	// Tokenize selects what the tokenizer makes of a message.
 	Tokenize tokenize.Options
@@ -33,14 +47,21 @@ type Config struct {
 	Bag bow.Options
 	// NB holds the classifier's settings.
 	NB nb.Params
-	// CostFP is the loss of deciding Positive for a Negative message (a
-	// lost legitimate message), CostFN the loss of letting a Positive one
-	// through; only their ratio matters. The decision is Positive when
-	// P(Positive|x) > CostFP/(CostFP+CostFN).
+	// CostFP is the loss of deciding a spam class for a message of
+	// another (a lost legitimate message), CostFN the loss of deciding
+	// another class for a spam one (a spam let through); every other
+	// mistake costs 1. Only their ratios matter: for two classes, the
+	// decision is Positive when P(Positive|x) > CostFP/(CostFP+CostFN).
+	// Loss, when set, replaces them.
 	CostFP, CostFN float64
+	// Loss, when not nil, is the loss matrix over Classes: Loss[i][k] is
+	// the cost of deciding Classes[i] when the truth is Classes[k]. The
+	// decision is the class of least expected loss. Its diagonal is 0 and
+	// every other entry positive.
+	Loss [][]float64
 	// UnsureLow and UnsureHigh bound the unsure band on the log-odds of
-	// Positive: a message scoring in [UnsureLow, UnsureHigh) is unsure.
-	// Equal bounds turn the band off.
+	// the spam classes (Verdict.Score): a message scoring in
+	// [UnsureLow, UnsureHigh) is unsure. Equal bounds turn the band off.
 	UnsureLow, UnsureHigh float64
 	// MinTrained is how many messages of the positive and the negative
 	// class a model must have learned (a user's model counting the global
@@ -83,10 +104,11 @@ func DefaultConfig() Config {
 		"x-mailer", "user-agent", "content-type", "list-id",
 	}
 	return Config{
-		Classes:  []string{Ham, Spam},
-		Positive: Spam,
-		Negative: Ham,
-		Tokenize: tok,
+		Classes:     []string{Ham, Spam},
+		SpamClasses: []string{Spam},
+		Positive:    Spam,
+		Negative:    Ham,
+		Tokenize:    tok,
 		// Presence counts with adjacent-pair bigrams: a word repeated in
 		// one message is weak evidence, and pairs carry phrases.
 		Bag: bow.Options{Boolean: true, OSB: 2},
@@ -140,19 +162,60 @@ func DefaultConfig() Config {
 	}
 }
 
+// reserved are the verdicts a message can have besides its class, which
+// no class may be named.
+var reserved = []string{"unsure", "skipped", "error"}
+
 // HasClass reports whether c is one of the configured classes.
 func (c Config) HasClass(class string) bool { return slices.Contains(c.Classes, class) }
+
+// Spam returns the classes that count as spam: SpamClasses, or Positive
+// alone when it is nil.
+func (c Config) Spam() []string {
+	if len(c.SpamClasses) == 0 {
+		return []string{c.Positive}
+	}
+	return c.SpamClasses
+}
+
+// IsSpam reports whether class counts as spam.
+func (c Config) IsSpam(class string) bool { return slices.Contains(c.Spam(), class) }
 
 // Validate reports the first setting that is out of range.
 func (c Config) Validate() error {
 	if len(c.Classes) < 2 {
 		return fmt.Errorf("%w: need at least two classes, have %q", ErrBadSetting, c.Classes)
 	}
-	if !c.HasClass(c.Positive) || !c.HasClass(c.Negative) || c.Positive == c.Negative {
-		return fmt.Errorf("%w: positive %q and negative %q must be two of the classes %q", ErrBadSetting, c.Positive, c.Negative, c.Classes)
+	for i, class := range c.Classes {
+		if err := store.ValidClass(class); err != nil {
+			return fmt.Errorf("%w: classes: %v", ErrBadSetting, err)
+		}
+		if slices.Contains(c.Classes[:i], class) {
+			return fmt.Errorf("%w: classes: %q is listed twice", ErrBadSetting, class)
+		}
+		if slices.Contains(reserved, class) {
+			return fmt.Errorf("%w: classes: %q names a verdict, not a class", ErrBadSetting, class)
+		}
+	}
+	for _, class := range c.Spam() {
+		if !c.HasClass(class) {
+			return fmt.Errorf("%w: spam_classes: %q is not one of the classes %s", ErrBadSetting, class, strings.Join(c.Classes, "+"))
+		}
+	}
+	if len(c.Spam()) == len(c.Classes) {
+		return fmt.Errorf("%w: spam_classes: not every class can be spam", ErrBadSetting)
+	}
+	if !c.IsSpam(c.Positive) {
+		return fmt.Errorf("%w: positive class %q is not one of the spam classes %s", ErrBadSetting, c.Positive, strings.Join(c.Spam(), "+"))
+	}
+	if !c.HasClass(c.Negative) || c.IsSpam(c.Negative) {
+		return fmt.Errorf("%w: negative: %q is not one of the classes %s that are not spam (set negative to the class ham reports train)", ErrBadSetting, c.Negative, strings.Join(c.Classes, "+"))
 	}
 	if !(c.CostFP > 0) || !(c.CostFN > 0) || math.IsInf(c.CostFP, 0) || math.IsInf(c.CostFN, 0) {
 		return fmt.Errorf("%w: costs must be positive and finite (cost_fp %v, cost_fn %v)", ErrBadSetting, c.CostFP, c.CostFN)
+	}
+	if err := c.validLoss(); err != nil {
+		return err
 	}
 	if c.MinTrained < 0 {
 		return fmt.Errorf("%w: min_trained %d is negative", ErrBadSetting, c.MinTrained)
@@ -169,12 +232,61 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) decider() (nb.Decider, error) {
-	loss, err := nb.CostRatio(c.Classes, c.Positive, c.Negative, c.CostFP, c.CostFN)
-	if err != nil {
-		return nb.Decider{}, fmt.Errorf("%w: %v", ErrBadSetting, err)
+// validLoss checks Loss: square over Classes, 0 on the diagonal, positive
+// and finite elsewhere. A mistake that cost nothing would tie its two
+// classes, and the order of Classes would decide between them.
+func (c Config) validLoss() error {
+	if c.Loss == nil {
+		return nil
 	}
-	d := nb.Decider{Loss: loss, Positive: c.Positive, UnsureLow: c.UnsureLow, UnsureHigh: c.UnsureHigh}
+	k := len(c.Classes)
+	if len(c.Loss) != k {
+		return fmt.Errorf("%w: loss has %d rows for the %d classes %s", ErrBadSetting, len(c.Loss), k, strings.Join(c.Classes, "+"))
+	}
+	for i, row := range c.Loss {
+		if len(row) != k {
+			return fmt.Errorf("%w: loss row %d (deciding %s) has %d entries for the %d classes %s", ErrBadSetting, i+1, c.Classes[i], len(row), k, strings.Join(c.Classes, "+"))
+		}
+		for j, v := range row {
+			switch {
+			case i == j && v != 0:
+				return fmt.Errorf("%w: loss: deciding %s when it is %s (row %d, column %d) costs %v; a right decision costs 0", ErrBadSetting, c.Classes[i], c.Classes[j], i+1, j+1, v)
+			case i != j && !(v > 0 && v <= 1e100):
+				return fmt.Errorf("%w: loss: deciding %s when it is %s (row %d, column %d) costs %v; a mistake costs more than 0 (and at most 1e100)", ErrBadSetting, c.Classes[i], c.Classes[j], i+1, j+1, v)
+			}
+		}
+	}
+	return nil
+}
+
+// LossMatrix returns the loss matrix over Classes: Loss, or the one
+// CostFP and CostFN make.
+func (c Config) LossMatrix() nb.Loss {
+	k := len(c.Classes)
+	l := make(nb.Loss, k)
+	for i := range l {
+		if c.Loss != nil {
+			l[i] = slices.Clone(c.Loss[i])
+			continue
+		}
+		l[i] = make([]float64, k)
+		for j := range l[i] {
+			switch si, sj := c.IsSpam(c.Classes[i]), c.IsSpam(c.Classes[j]); {
+			case i == j:
+			case si && !sj:
+				l[i][j] = c.CostFP
+			case !si && sj:
+				l[i][j] = c.CostFN
+			default:
+				l[i][j] = 1
+			}
+		}
+	}
+	return l
+}
+
+func (c Config) decider() (nb.Decider, error) {
+	d := nb.Decider{Loss: c.LossMatrix(), Positive: c.Spam(), UnsureLow: c.UnsureLow, UnsureHigh: c.UnsureHigh}
 	if err := d.Validate(c.Classes); err != nil {
 		return nb.Decider{}, fmt.Errorf("%w: %v", ErrBadSetting, err)
 	}
@@ -182,12 +294,20 @@ func (c Config) decider() (nb.Decider, error) {
 }
 
 // Threshold returns the log-odds of Positive above which the loss matrix
-// decides Positive (for two classes): log(CostFP/CostFN).
-func (c Config) Threshold() float64 { return math.Log(c.CostFP / c.CostFN) }
+// decides Positive over Negative, as it does when the other classes are
+// improbable: log(CostFP/CostFN), or log(ℓ(Positive|Negative)/
+// ℓ(Negative|Positive)) of Loss.
+func (c Config) Threshold() float64 {
+	if c.Loss == nil {
+		return math.Log(c.CostFP / c.CostFN)
+	}
+	p, n := slices.Index(c.Classes, c.Positive), slices.Index(c.Classes, c.Negative)
+	return math.Log(c.Loss[p][n] / c.Loss[n][p])
+}
 
-// Required returns the log-odds of Positive from which a verdict is spam:
-// the cost's Threshold, or the top of the unsure band when the band lies
-// above it. The milter reports it as X-Spam-Status's required=.
+// Required returns the spam log-odds from which a verdict is spam: the
+// Threshold, or the top of the unsure band when the band lies above it.
+// The milter reports it as X-Spam-Status's required=.
 func (c Config) Required() float64 {
 	if c.UnsureHigh > c.UnsureLow {
 		return max(c.Threshold(), c.UnsureHigh)
@@ -244,6 +364,69 @@ func boolSetting(doc string, p func(c *Config) *bool) setting {
 	}
 }
 
+func listSetting(doc string, p func(c *Config) *[]string) setting {
+	return setting{doc: doc,
+		set: func(c *Config, v string) error {
+			l, err := parseList(v)
+			if err != nil {
+				return err
+			}
+			*p(c) = l
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(*p(c), "+") },
+	}
+}
+
+// parseList parses names separated by '+'.
+func parseList(v string) ([]string, error) {
+	var l []string
+	for _, name := range strings.Split(v, "+") {
+		if name = strings.TrimSpace(name); name == "" {
+			return nil, fmt.Errorf("want names separated by '+', not %q", v)
+		}
+		l = append(l, name)
+	}
+	return l, nil
+}
+
+// parseMatrix parses a matrix of numbers, rows separated by ';' and
+// entries by spaces; "" and "none" are no matrix.
+func parseMatrix(v string) ([][]float64, error) {
+	if v = strings.TrimSpace(v); v == "" || v == "none" {
+		return nil, nil
+	}
+	var m [][]float64
+	for _, row := range strings.Split(v, ";") {
+		var r []float64
+		for _, f := range strings.Fields(row) {
+			x, err := strconv.ParseFloat(f, 64)
+			if err != nil || math.IsNaN(x) {
+				return nil, fmt.Errorf("not a number: %q", f)
+			}
+			r = append(r, x)
+		}
+		m = append(m, r)
+	}
+	return m, nil
+}
+
+// formatMatrix formats m as parseMatrix reads it, "none" for no matrix.
+func formatMatrix(m [][]float64) string {
+	if m == nil {
+		return "none"
+	}
+	rows := make([]string, len(m))
+	for i, r := range m {
+		fs := make([]string, len(r))
+		for j, x := range r {
+			fs[j] = strconv.FormatFloat(x, 'g', -1, 64)
+		}
+		rows[i] = strings.Join(fs, " ")
+	}
+	return strings.Join(rows, "; ")
+}
+
 // settings names every option of a Config, so that the command line, the
 // configuration file and evaluation sweeps all speak of them alike.
 var settings = map[string]setting{
@@ -261,23 +444,53 @@ var settings = map[string]setting{
 	"run_length":     intSetting("score each run of N body tokens with the header as a witness of its own; pool the runs, one of which carries the payload (0 = off)", func(c *Config) *int { return &c.RunLength }),
 	"min_spread":     floatSetting("leave out features whose log p(w|c) spreads less than this between classes, in nats", func(c *Config) *float64 { return &c.NB.MinSpread }),
 	"min_count":      floatSetting("leave out features seen fewer times than this in training", func(c *Config) *float64 { return &c.NB.MinCount }),
-	"cost_fp":        floatSetting("loss of a false positive (a ham decided spam)", func(c *Config) *float64 { return &c.CostFP }),
-	"cost_fn":        floatSetting("loss of a false negative (a spam let through)", func(c *Config) *float64 { return &c.CostFN }),
-	"unsure_low":     floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
-	"min_trained":    intSetting("messages of spam and of ham a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
-	"unsure_high":    floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
-	"osb":            intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
-	"stem":           boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
-	"field_names":    boolSetting("a token per header field name present", func(c *Config) *bool { return &c.Tokenize.FieldNames }),
-	"mailboxes":      boolSetting("a token per whole e-mail address in address fields and Received recipients", func(c *Config) *bool { return &c.Tokenize.Mailboxes }),
-	"split_header":   boolSetting("length-normalize the header's and the body's evidence each on its own", func(c *Config) *bool { return &c.SplitHeader }),
-	"received":       boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
-	"urls":           boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
-	"html":           boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),
-	"max_tokens":     intSetting("most tokens read from one message", func(c *Config) *int { return &c.Tokenize.MaxTokens }),
-	"max_bytes":      intSetting("bytes of a message the tokenizer reads", func(c *Config) *int { return &c.Tokenize.MaxBytes }),
-	"min_len":        intSetting("shortest body word kept, in runes", func(c *Config) *int { return &c.Tokenize.MinTokenLen }),
-	"max_len":        intSetting("longest word kept, in runes", func(c *Config) *int { return &c.Tokenize.MaxTokenLen }),
+	"cost_fp":        floatSetting("loss of a false positive (a message of another class decided as a spam class)", func(c *Config) *float64 { return &c.CostFP }),
+	"cost_fn":        floatSetting("loss of a false negative (a message of a spam class decided as another class)", func(c *Config) *float64 { return &c.CostFN }),
+	"classes":        listSetting("the classes, separated by '+'; one is scored once a model has learned it", func(c *Config) *[]string { return &c.Classes }),
+	"negative": {doc: "the class ham reports and autolearn train as",
+		set: func(c *Config, v string) error { c.Negative = v; return nil },
+		get: func(c *Config) string { return c.Negative },
+	},
+	"spam_classes": {doc: "the classes that count as spam, separated by '+'; spam reports train the first",
+		set: func(c *Config, v string) error {
+			l, err := parseList(v)
+			if err != nil {
+				return err
+			}
+			if len(l) == 0 {
+				return errors.New("name at least one class")
+			}
+			c.SpamClasses, c.Positive = l, l[0]
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.Spam(), "+") },
+	},
+	"loss": {doc: "loss matrix over the classes: row i, column k is the cost of deciding class i when it is class k; rows separated by ';' (\"0 20; 1 0\"), none for cost_fp and cost_fn",
+		set: func(c *Config, v string) error {
+			l, err := parseMatrix(v)
+			if err != nil {
+				return err
+			}
+			c.Loss = l
+			return nil
+		},
+		get: func(c *Config) string { return formatMatrix(c.Loss) },
+	},
+	"unsure_low":   floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
+	"min_trained":  intSetting("messages of spam and of ham a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
+	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
+	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),
+	"stem":         boolSetting("Snowball stemming of body words", func(c *Config) *bool { return &c.Tokenize.Stem }),
+	"field_names":  boolSetting("a token per header field name present", func(c *Config) *bool { return &c.Tokenize.FieldNames }),
+	"mailboxes":    boolSetting("a token per whole e-mail address in address fields and Received recipients", func(c *Config) *bool { return &c.Tokenize.Mailboxes }),
+	"split_header": boolSetting("length-normalize the header's and the body's evidence each on its own", func(c *Config) *bool { return &c.SplitHeader }),
+	"received":     boolSetting("tokens from Received header fields", func(c *Config) *bool { return &c.Tokenize.Received }),
+	"urls":         boolSetting("tokens for URL and e-mail address hosts", func(c *Config) *bool { return &c.Tokenize.URLs }),
+	"html":         boolSetting("tokens for HTML tag and attribute names", func(c *Config) *bool { return &c.Tokenize.HTML }),
+	"max_tokens":   intSetting("most tokens read from one message", func(c *Config) *int { return &c.Tokenize.MaxTokens }),
+	"max_bytes":    intSetting("bytes of a message the tokenizer reads", func(c *Config) *int { return &c.Tokenize.MaxBytes }),
+	"min_len":      intSetting("shortest body word kept, in runes", func(c *Config) *int { return &c.Tokenize.MinTokenLen }),
+	"max_len":      intSetting("longest word kept, in runes", func(c *Config) *int { return &c.Tokenize.MaxTokenLen }),
 	"prior": {doc: "class prior estimate: ml, map or uniform",
 		set: func(c *Config, v string) error { return c.NB.Prior.UnmarshalText([]byte(v)) },
 		get: func(c *Config) string { return c.NB.Prior.String() },

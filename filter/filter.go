@@ -14,12 +14,26 @@
 // message makes now: if the tokenizer or bag options change between
 // training and untraining, the counts drift (never below zero); keep them
 // fixed for a store's lifetime.
+//
+// # Classes
+//
+// Spam and ham are the default classes, not special ones: Config.Classes
+// lists any number, such as newsletter or phishing. The store registers a
+// class when a message is first trained as it, so a model gains a class
+// by training it; until some model (the user's or the global one) has,
+// the class is left out of scoring. Config.SpamClasses says which classes
+// count as spam: the posterior of them all is the spam probability
+// (Verdict.Probability) and its log-odds the score (Verdict.Score) that
+// ranks messages, X-Spam-Score shows and the unsure band applies to. The
+// decision is the class of least expected loss under Config.Loss, a K×K
+// matrix, or under the one CostFP and CostFN make.
 package filter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -44,6 +58,9 @@ type Filter struct {
 	tok     *tokenize.Tokenizer
 	cfg     Config
 	decider nb.Decider
+	// all indexes every configured class: the scope of a model that has
+	// learned them all.
+	all []int
 }
 
 // New returns a filter over st configured by cfg.
@@ -55,7 +72,11 @@ func New(st store.Store, cfg Config) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d}, nil
+	all := make([]int, len(cfg.Classes))
+	for i := range all {
+		all[i] = i
+	}
+	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d, all: all}, nil
 }
 
 // Config returns the filter's configuration.
@@ -134,13 +155,15 @@ type Verdict struct {
 	// Unsure is set when the spam log-odds fall in the unsure band; Class
 	// is then only the better guess.
 	Unsure bool
-	// Probability is the posterior probability of the positive class
-	// (spam).
+	// Probability is the spam probability: the posterior of the spam
+	// classes (Config.SpamClasses) summed, P(spam|x) for two classes.
 	Probability float64
-	// Score is the log-odds of the positive class against its rival:
+	// Score is the spam log-odds, the logit of Probability: the log of
+	// the spam classes' posterior over that of all other classes,
 	// log P(spam|x) − log P(ham|x) for two classes. Rank messages by it.
 	Score float64
-	// Posterior gives P(c|x) for every class.
+	// Posterior gives P(c|x) for every class scored: the configured
+	// classes the model has learned, and always Positive and Negative.
 	Posterior map[string]float64
 	// Used is the number of the message's features that were scored.
 	Used int
@@ -188,10 +211,11 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	if err := store.ValidUser(user); err != nil {
 		return Verdict{}, err
 	}
-	m, fs, err := f.features(ctx, user, p.Bag)
+	m, fs, scope, err := f.features(ctx, user, p.Bag, nil, -1)
 	if err != nil {
 		return Verdict{}, err
 	}
+	spam := f.cfg.Spam()
 	r := m.Score(fs)
 	// The message is as positive as the whole of it or, if more, as its
 	// runs pooled: text added to a message can outvote the payload in the
@@ -211,7 +235,7 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 				best = i
 			}
 		}
-		if pooled := nb.Pool(rs, f.cfg.Positive); pooled.LogOdds(f.cfg.Positive) > r.LogOdds(f.cfg.Positive) {
+		if pooled := nb.Pool(rs, f.cfg.Positive); pooled.GroupLogOdds(spam) > r.GroupLogOdds(spam) {
 			r, fs = pooled, rfs[best]
 		}
 	}
@@ -221,11 +245,11 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	if o.Explain > 0 {
 		ex = m.Explain(fs, o.Explain)
 	}
-	d := f.decider.Decide(r)
+	d := f.deciderFor(scope).Decide(r)
 	v := Verdict{
 		Class:     d.Class,
 		Unsure:    d.Unsure || !f.enough(m),
-		Score:     r.LogOdds(f.cfg.Positive),
+		Score:     r.GroupLogOdds(spam),
 		Posterior: make(map[string]float64, len(r.Classes)),
 		Used:      r.Used,
 		Digest:    p.Digest,
@@ -233,8 +257,10 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	}
 	for i, c := range r.Classes {
 		v.Posterior[c] = r.Posterior[i]
+		if f.cfg.IsSpam(c) {
+			v.Probability += r.Posterior[i]
+		}
 	}
-	v.Probability = v.Posterior[f.cfg.Positive]
 	if o.Explain > 0 {
 		v.Toward = make(map[string][]nb.Contribution, 2)
 		pi := r.Index(f.cfg.Positive)
@@ -270,18 +296,101 @@ func (f *Filter) enough(m *nb.Model) bool {
 	return true
 }
 
+// scope returns the indices, in Config.Classes, of the classes a model
+// scores: those that the global model (totals gt) or the user's (ut), or
+// the messages of the batch being trained (pending, per configured
+// class), have learned, and always Positive, Negative and need (an
+// index, or -1), in the configured order. A class never trained would
+// only add noise: with no counts its estimates are flat, which makes
+// every token look telling. When it is all of them, it is f.all.
+func (f *Filter) scope(gt, ut store.Totals, pending []float64, need int) []int {
+	learned := func(i int) bool {
+		c := f.cfg.Classes[i]
+		if i == need || c == f.cfg.Positive || c == f.cfg.Negative || at(pending, i) > 0 {
+			return true
+		}
+		for _, t := range []store.Totals{gt, ut} {
+			if j := t.Index(c); j >= 0 && t.Messages[j] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	for i := range f.all {
+		if learned(i) {
+			n++
+		}
+	}
+	if n == len(f.all) {
+		return f.all
+	}
+	scope := make([]int, 0, n)
+	for i := range f.all {
+		if learned(i) {
+			scope = append(scope, i)
+		}
+	}
+	return scope
+}
+
+// at returns s[i], or 0 past its end.
+func at(s []float64, i int) float64 {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
+}
+
+// deciderFor returns the decider of the classes in scope: the loss
+// matrix restricted to them.
+func (f *Filter) deciderFor(scope []int) nb.Decider {
+	if len(scope) == len(f.all) {
+		return f.decider
+	}
+	d := f.decider
+	d.Loss = make(nb.Loss, len(scope))
+	for i, ci := range scope {
+		d.Loss[i] = make([]float64, len(scope))
+		for k, ck := range scope {
+			d.Loss[i][k] = f.decider.Loss[ci][ck]
+		}
+	}
+	return d
+}
+
+// names returns the names of the classes in scope.
+func (f *Filter) names(scope []int) []string {
+	if len(scope) == len(f.all) {
+		return f.cfg.Classes
+	}
+	out := make([]string, len(scope))
+	for i, c := range scope {
+		out[i] = f.cfg.Classes[c]
+	}
+	return out
+}
+
 // features looks up the counts of bag's features for user, with the
 // global model as the prior of the user's, and returns the model to score
-// them with.
-func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Model, []nb.Feature, error) {
+// them with, whose classes are those of the scope it returns (see scope;
+// pending and need are scope's).
+func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending []float64, need int) (*nb.Model, []nb.Feature, []int, error) {
 	gt, err := f.st.Totals(ctx, "")
 	if err != nil {
-		return nil, nil, fmt.Errorf("global totals: %w", err)
+		return nil, nil, nil, fmt.Errorf("global totals: %w", err)
 	}
+	var ut store.Totals
+	if user != "" {
+		if ut, err = f.st.Totals(ctx, user); err != nil {
+			return nil, nil, nil, fmt.Errorf("totals of %s: %w", user, err)
+		}
+	}
+	scope := f.scope(gt, ut, pending, need)
 	m := &nb.Model{
-		Classes:    f.cfg.Classes,
+		Classes:    f.names(scope),
 		Params:     f.cfg.NB,
-		Global:     f.totals(gt),
+		Global:     f.totals(gt, scope),
 		Vocabulary: float64(gt.Vocabulary),
 	}
 	// Hashes in a fixed order make the sum, and so the score, the same
@@ -289,26 +398,20 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 	hashes, counts := bag.Hashes(), bag.Counts()
 	gc, err := f.st.Lookup(ctx, "", hashes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("global counts: %w", err)
+		return nil, nil, nil, fmt.Errorf("global counts: %w", err)
 	}
 	var uc []store.Counts
-	var ut store.Totals
-	if user != "" {
-		if ut, err = f.st.Totals(ctx, user); err != nil {
-			return nil, nil, fmt.Errorf("totals of %s: %w", user, err)
-		}
-		if trained(ut) {
-			t := f.totals(ut)
-			m.User = &t
-			if uc, err = f.st.Lookup(ctx, user, hashes); err != nil {
-				return nil, nil, fmt.Errorf("counts of %s: %w", user, err)
-			}
+	if trained(ut) {
+		t := f.totals(ut, scope)
+		m.User = &t
+		if uc, err = f.st.Lookup(ctx, user, hashes); err != nil {
+			return nil, nil, nil, fmt.Errorf("counts of %s: %w", user, err)
 		}
 	}
 	// One backing array for every per-class slice keeps scoring a message
 	// to a handful of allocations. A row holds the global counts, then
 	// the global weights, then the user's.
-	k := len(f.cfg.Classes)
+	k := len(scope)
 	block := k
 	weights := f.cfg.NB.Discriminative
 	if weights {
@@ -319,8 +422,8 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 		width = 2 * block
 	}
 	buf := make([]float64, len(hashes)*width)
-	gmap := f.classMap(gt)
-	umap := f.classMap(ut)
+	gmap := f.classMap(gt, scope)
+	umap := f.classMap(ut, scope)
 	fs := make([]nb.Feature, len(hashes))
 	for i, h := range hashes {
 		row := buf[i*width : (i+1)*width]
@@ -336,7 +439,7 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag) (*nb.Mo
 			fs[i].User, fs[i].UserWeight = remap(row[block:], uc[i], umap, weights)
 		}
 	}
-	return m, fs, nil
+	return m, fs, scope, nil
 }
 
 // runFeatures returns the features of run, a bag of a subset of the
@@ -365,12 +468,12 @@ func (f *Filter) runFeatures(run bow.Bag, fs []nb.Feature, at map[uint64]int) []
 	return out
 }
 
-// classMap returns, for each configured class, its index in t.Classes or
+// classMap returns, for each class of scope, its index in t.Classes or
 // -1: the store numbers classes in the order they were first trained.
-func (f *Filter) classMap(t store.Totals) []int {
-	idx := make([]int, len(f.cfg.Classes))
-	for i, c := range f.cfg.Classes {
-		idx[i] = t.Index(c)
+func (f *Filter) classMap(t store.Totals, scope []int) []int {
+	idx := make([]int, len(scope))
+	for i, c := range scope {
+		idx[i] = t.Index(f.cfg.Classes[c])
 	}
 	return idx
 }
@@ -401,8 +504,8 @@ func remap(dst []float64, c store.Counts, idx []int, weights bool) (counts, ws [
 	return counts, ws
 }
 
-func (f *Filter) totals(t store.Totals) nb.Totals {
-	idx := f.classMap(t)
+func (f *Filter) totals(t store.Totals, scope []int) nb.Totals {
+	idx := f.classMap(t, scope)
 	out := nb.Totals{Messages: make([]float64, len(idx)), Tokens: make([]float64, len(idx))}
 	for i, j := range idx {
 		if j >= 0 {
@@ -420,6 +523,17 @@ func trained(t store.Totals) bool {
 		}
 	}
 	return false
+}
+
+// CheckClass returns nil if class is "" (forget) or one of the
+// configured classes, else an error wrapping ErrUnknownClass that says
+// how to add it.
+func (f *Filter) CheckClass(class string) error {
+	if class == "" || f.cfg.HasClass(class) {
+		return nil
+	}
+	return fmt.Errorf("%w %q: the classes are %s; to add it, list it in the classes setting (%s+%s)",
+		ErrUnknownClass, class, strings.Join(f.cfg.Classes, "+"), strings.Join(f.cfg.Classes, "+"), class)
 }
 
 // Item is one message to train: a prepared message and the class to train
@@ -443,8 +557,8 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 	}
 	for i := range items {
 		it := &items[i]
-		if it.Class != "" && !f.cfg.HasClass(it.Class) {
-			return nil, fmt.Errorf("%w %q (classes: %q)", ErrUnknownClass, it.Class, f.cfg.Classes)
+		if err := f.CheckClass(it.Class); err != nil {
+			return nil, err
 		}
 		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag}
 		if l != nil && it.Class != "" {

@@ -47,13 +47,13 @@ func (f *Filter) newLearner(user string) *learner {
 // steps scores p as the model stands, returns the steps that training it
 // as class makes, and notes what its training adds for the next message.
 func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store.Step, error) {
-	m, fs, err := l.f.features(ctx, l.user, p.Bag)
+	ci := slices.Index(l.f.cfg.Classes, class)
+	m, fs, scope, err := l.f.features(ctx, l.user, p.Bag, l.messages, ci)
 	if err != nil {
 		return nil, err
 	}
-	l.overlay(m, fs)
-	ci := slices.Index(l.f.cfg.Classes, class)
-	step := m.Score(fs).Step(ci)
+	l.overlay(m, fs, scope)
+	step := m.Score(fs).Step(slices.Index(scope, ci))
 	if step[0] == nil {
 		return nil, nil
 	}
@@ -65,8 +65,8 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 	}
 	var steps []store.Step
 	k := len(l.f.cfg.Classes)
-	for c, name := range l.f.cfg.Classes {
-		s := store.Step{Class: name, Head: units(step[0][c]), Body: units(body[c])}
+	for c, cc := range scope {
+		s := store.Step{Class: l.f.cfg.Classes[cc], Head: units(step[0][c]), Body: units(body[c])}
 		if s.Head != 0 || s.Body != 0 {
 			steps = append(steps, s)
 		}
@@ -90,8 +90,8 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 		if i < p.Bag.Head() {
 			s = step[0]
 		}
-		for c := range k {
-			row[k+c] += s[c] * n
+		for c, cc := range scope {
+			row[k+cc] += s[c] * n
 		}
 	}
 	l.messages[ci]++
@@ -99,8 +99,9 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 }
 
 // overlay adds what the batch trained so far to the model and the
-// features the store returned, as the user's or the global model's.
-func (l *learner) overlay(m *nb.Model, fs []nb.Feature) {
+// features the store returned, as the user's or the global model's; the
+// model's classes are those of scope.
+func (l *learner) overlay(m *nb.Model, fs []nb.Feature, scope []int) {
 	if len(l.pending) == 0 {
 		return
 	}
@@ -108,15 +109,15 @@ func (l *learner) overlay(m *nb.Model, fs []nb.Feature) {
 	t := &m.Global
 	if l.user != "" {
 		if m.User == nil {
-			m.User = &nb.Totals{Messages: make([]float64, k), Tokens: make([]float64, k)}
+			m.User = &nb.Totals{Messages: make([]float64, len(scope)), Tokens: make([]float64, len(scope))}
 		}
 		t = m.User
 	} else {
 		m.Vocabulary += l.vocab
 	}
-	for c := range k {
-		t.Messages[c] += l.messages[c]
-		t.Tokens[c] += l.tokens[c]
+	for c, cc := range scope {
+		t.Messages[c] += l.messages[cc]
+		t.Tokens[c] += l.tokens[cc]
 	}
 	for i := range fs {
 		row := l.pending[bow.Hash(fs[i].Hash)]
@@ -127,14 +128,18 @@ func (l *learner) overlay(m *nb.Model, fs []nb.Feature) {
 		if l.user != "" {
 			counts, weights = &fs[i].User, &fs[i].UserWeight
 		}
-		*counts = plus(*counts, row[:k])
-		*weights = plus(*weights, row[k:])
+		*counts = plus(*counts, row[:k], scope)
+		*weights = plus(*weights, row[k:], scope)
 	}
 }
 
-// plus returns a new slice of a + b, a being nil or as long as b.
-func plus(a, b []float64) []float64 {
-	out := slices.Clone(b)
+// plus returns a new slice of a + b's entries at scope, a being nil or as
+// long as scope.
+func plus(a, b []float64, scope []int) []float64 {
+	out := make([]float64, len(scope))
+	for i, c := range scope {
+		out[i] = b[c]
+	}
 	for i := range a {
 		out[i] += a[i]
 	}

@@ -6,14 +6,14 @@ import (
 )
 
 // Annotate returns raw as the milter would have it delivered with result
-// r: the incoming X-Spam-* and X-Spamd-* fields removed, so that a sender
-// cannot forge a verdict; the SpamAssassin-compatible headers and
-// X-Spamd-Result added at the end of the header; and on spam, when
-// subjectTag is set, the Subject tagged. r.Fields is set from the
-// message. It is for filters outside the MTA (spamtrain filter): what
-// they deliver reads like what the milter delivers, and a report of it
-// relabels the same message (Original).
-func Annotate(raw []byte, r Result, spam bool, subjectTag string) []byte {
+// r and class: the incoming X-Spam-* and X-Spamd-* fields removed, so
+// that a sender cannot forge a verdict; the SpamAssassin-compatible
+// headers, X-Spamd-Class (unless class is "") and X-Spamd-Result added at
+// the end of the header; and on spam, when subjectTag is set, the Subject
+// tagged. r.Fields is set from the message. It is for filters outside the
+// MTA (spamtrain filter): what they deliver reads like what the milter
+// delivers, and a report of it relabels the same message (Original).
+func Annotate(raw []byte, r Result, class string, spam bool, subjectTag string) []byte {
 	eol := lineEnd(raw)
 	fields, rest, found := splitHeader(raw)
 	if !found {
@@ -47,7 +47,11 @@ func Annotate(raw []byte, r Result, spam bool, subjectTag string) []byte {
 		b.WriteString("Subject: " + subjectTag + eol)
 	}
 	r.Fields = kept
-	for _, h := range append(spamHeaders(spam, r.Score, r.Required), [2]string{ResultHeader, r.String()}) {
+	hs := spamHeaders(spam, r.Score, r.Required)
+	if class != "" {
+		hs = append(hs, [2]string{ClassHeader, class})
+	}
+	for _, h := range append(hs, [2]string{ResultHeader, r.String()}) {
 		b.WriteString(h[0] + ": " + h[1] + eol)
 	}
 	b.Write(rest)

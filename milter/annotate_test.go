@@ -28,7 +28,14 @@ func TestAnnotate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(Annotate([]byte(tt.raw), r, tt.spam, tt.tag))
+			class := "ham"
+			if tt.spam {
+				class = "spam"
+			}
+			got := string(Annotate([]byte(tt.raw), r, class, tt.spam, tt.tag))
+			if !strings.Contains(got, "X-Spamd-Class: "+class) {
+				t.Errorf("no X-Spamd-Class: %s in\n%s", class, got)
+			}
 			for _, w := range tt.wants {
 				if !strings.Contains(got, w) {
 					t.Errorf("no %q in\n%s", w, got)
@@ -42,7 +49,7 @@ func TestAnnotate(t *testing.T) {
 		})
 	}
 	// What Annotate delivers, Original takes back to the message.
-	if orig, ok := Original(Annotate([]byte(msg), r, true, "[SPAM]"), "[SPAM]"); !ok || string(orig) != clean {
+	if orig, ok := Original(Annotate([]byte(msg), r, "spam", true, "[SPAM]"), "[SPAM]"); !ok || string(orig) != clean {
 		t.Errorf("Original of the annotated message: %v %q", ok, orig)
 	}
 }

@@ -11,20 +11,23 @@ import (
 
 // autolearn trains the message's recipients' models on it when every
 // model that judged it was very sure: lowest and highest are the lowest
-// and highest spam log-odds they gave. It returns the class learned for
+// and highest spam log-odds they gave, and decided the class of the
+// verdict that stands. A message is learned as that class when it is a
+// spam class or the negative class (ham): a newsletter far from spam is
+// not ham. It returns the class learned for
 // at least one recipient, "" if none. Training goes through the filter
 // like any other, with a seen record, so a recipient's report reverses
 // it; a recipient for whom the message is already trained (a report came
 // first) is left alone, as is a model the class would unbalance. Failures
 // are logged: they never change what happens to the message.
-func (m *message) autolearn(ctx context.Context, f *filter.Filter, p filter.Prepared, lowest, highest float64) string {
+func (m *message) autolearn(ctx context.Context, f *filter.Filter, p filter.Prepared, decided string, lowest, highest float64) string {
 	al := m.set.Autolearn
 	fc := f.Config()
 	var class, other string
 	switch {
-	case lowest >= al.SpamScore:
-		class, other = fc.Positive, fc.Negative
-	case highest <= al.HamScore:
+	case lowest >= al.SpamScore && fc.IsSpam(decided):
+		class, other = decided, fc.Negative
+	case highest <= al.HamScore && decided == fc.Negative:
 		class, other = fc.Negative, fc.Positive
 	default:
 		return ""

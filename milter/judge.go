@@ -22,8 +22,10 @@ const maxModels = 16
 type decision struct {
 	// verdict is the filter's label, Skipped, or "error".
 	verdict string
-	// spam is set when the verdict is the positive class.
-	spam    bool
+	// spam is set when the verdict is a spam class.
+	spam bool
+	// tag is set when the Subject is to be tagged.
+	tag     bool
 	outcome Outcome
 	// result is what X-Spamd-Result says.
 	result Result
@@ -113,7 +115,7 @@ func (m *message) judge() decision {
 	d := m.decide(f.Config(), v, users)
 	d.model = model
 	if set.Autolearn.Enabled {
-		d.learned = m.autolearn(ctx, f, p, v.Score, highest)
+		d.learned = m.autolearn(ctx, f, p, v.Class, v.Score, highest)
 		if d.learned != "" {
 			d.result.Learned = d.learned
 			d.headers[len(d.headers)-1][1] = d.result.String()
@@ -142,16 +144,20 @@ func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) dec
 			}
 		}
 	}
-	d := decision{verdict: label, spam: label == fc.Positive, result: r, users: users, toward: v.Toward}
+	d := decision{verdict: label, spam: isSpam(fc, label), result: r, users: users, toward: v.Toward}
 	d.outcome = Outcome{Action: Accept}
-	switch {
-	case d.spam && a.Reject && v.Score >= a.RejectScore:
-		d.outcome = Outcome{Action: Reject, Code: a.RejectCode, Enhanced: a.RejectStatus, Text: a.RejectText,
-			Reason: fmt.Sprintf("spam score %.2f ≥ reject_score %.2f", v.Score, a.RejectScore)}
-	case d.spam && a.QuarantineSpam, v.Unsure && a.QuarantineUnsure:
-		d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, score %.2f", label, v.Score)}
+	var ok bool
+	if d.outcome, d.tag, ok = classOutcome(a, label, v.Score); !ok {
+		d.tag = d.spam
+		switch {
+		case d.spam && a.Reject && v.Score >= a.RejectScore:
+			d.outcome = Outcome{Action: Reject, Code: a.RejectCode, Enhanced: a.RejectStatus, Text: a.RejectText,
+				Reason: fmt.Sprintf("spam score %.2f ≥ reject_score %.2f", v.Score, a.RejectScore)}
+		case d.spam && a.QuarantineSpam, v.Unsure && a.QuarantineUnsure:
+			d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, score %.2f", label, v.Score)}
+		}
 	}
-	d.headers = append(spamHeaders(d.spam, v.Score, r.Required), [2]string{ResultHeader, r.String()})
+	d.headers = append(spamHeaders(d.spam, v.Score, r.Required), [2]string{ClassHeader, v.Class}, [2]string{ResultHeader, r.String()})
 	return d
 }
 

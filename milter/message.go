@@ -395,7 +395,7 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 			return err
 		}
 	}
-	if tag := m.set.Actions.SubjectTag; tag != "" && d.spam {
+	if tag := m.set.Actions.SubjectTag; tag != "" && d.tag {
 		switch {
 		case m.subject == nil:
 			if err := mod.AddHeader("Subject", tag); err != nil {

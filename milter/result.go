@@ -58,8 +58,8 @@ const maxTokenLen = 40
 // Fields are separated by "; ". Tokens are Go-quoted ASCII strings
 // separated by spaces. Readers ignore fields they do not know.
 type Result struct {
-	// Verdict is "ham", "unsure", "spam" (the filter's labels) or
-	// "skipped".
+	// Verdict is the filter's label (the class decided, such as "ham" or
+	// "spam", or "unsure") or "skipped".
 	Verdict string
 	// Reason says why a message was skipped: authenticated, trusted,
 	// size, malformed or error. Empty for a classified message.
@@ -131,9 +131,9 @@ func ParseResult(s string) (Result, error) {
 	var r Result
 	verdict, rest, _ := strings.Cut(s, ";")
 	r.Verdict = strings.TrimSpace(verdict)
-	switch r.Verdict {
-	case "ham", "unsure", "spam", Skipped:
-	default:
+	// A verdict is a class (ham, spam, or one of the site's), unsure or
+	// skipped, all of them valid class names.
+	if store.ValidClass(r.Verdict) != nil {
 		return Result{}, fmt.Errorf("%w: verdict %q", ErrBadResult, r.Verdict)
 	}
 	var sig, p, score bool

@@ -57,7 +57,7 @@ func TestParseResultErrors(t *testing.T) {
 	const sig = "sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9"
 	for _, tt := range []struct{ name, in string }{
 		{"empty", ""},
-		{"unknown verdict", "maybe; p=0.5; score=0; " + sig},
+		{"verdict not a class name", "Maybe!; p=0.5; score=0; " + sig},
 		{"no signature", "spam; p=0.5; score=1"},
 		{"short signature", "spam; p=0.5; score=1; sig=abcd"},
 		{"not hex", "spam; p=0.5; score=1; sig=zz"},

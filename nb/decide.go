@@ -118,12 +118,12 @@ type Decider struct {
 	// Loss is the loss matrix; nil is the 0-1 loss, which decides the most
 	// probable class.
 	Loss Loss
-	// Positive names the class whose log-odds the unsure band applies to,
-	// such as "spam".
-	Positive string
+	// Positive names the classes whose joint log-odds, Result.GroupLogOdds,
+	// the unsure band applies to, such as spam (and phishing).
+	Positive []string
 	// UnsureLow and UnsureHigh bound the unsure band [UnsureLow,
-	// UnsureHigh) on Result.LogOdds(Positive). For two classes, Logit of
-	// bounds on P(Positive|x) gives the same band on the posterior; bands
+	// UnsureHigh) on Result.GroupLogOdds(Positive). Logit of bounds on
+	// the posterior of the Positive classes gives the same band; bands
 	// are set on log-odds because posteriors round to 0 and 1 where
 	// log-odds still differ. An empty band (UnsureLow ≥ UnsureHigh, as in
 	// the zero value) is off.
@@ -131,8 +131,8 @@ type Decider struct {
 }
 
 // Validate reports, wrapping ErrInvalid, a Loss that is not valid for
-// classes, or a non-empty unsure band whose Positive class is not one of
-// classes or whose bounds are NaN.
+// classes, or a non-empty unsure band whose Positive classes are not some
+// of classes or whose bounds are NaN.
 func (d Decider) Validate(classes []string) error {
 	if d.Loss != nil {
 		if err := d.Loss.Validate(len(classes)); err != nil {
@@ -142,8 +142,15 @@ func (d Decider) Validate(classes []string) error {
 	if math.IsNaN(d.UnsureLow) || math.IsNaN(d.UnsureHigh) {
 		return fmt.Errorf("%w: unsure band [%v, %v)", ErrInvalid, d.UnsureLow, d.UnsureHigh)
 	}
-	if d.UnsureLow < d.UnsureHigh && !slices.Contains(classes, d.Positive) {
-		return fmt.Errorf("%w: positive class %q is not one of %q", ErrInvalid, d.Positive, classes)
+	if d.UnsureLow < d.UnsureHigh {
+		if len(d.Positive) == 0 {
+			return fmt.Errorf("%w: an unsure band needs positive classes", ErrInvalid)
+		}
+		for _, c := range d.Positive {
+			if !slices.Contains(classes, c) {
+				return fmt.Errorf("%w: positive class %q is not one of %q", ErrInvalid, c, classes)
+			}
+		}
 	}
 	return nil
 }
@@ -164,8 +171,8 @@ type Decision struct {
 }
 
 // Decide returns the class i of least expected loss Σ_k ℓ(i|k)·P(k|x),
-// the first on a tie, flagged Unsure when the log-odds of d.Positive lie in
-// the unsure band.
+// the first on a tie, flagged Unsure when the joint log-odds of the
+// d.Positive classes lie in the unsure band.
 func (d Decider) Decide(r Result) Decision {
 	dec := Decision{Index: -1}
 	for i := range r.Classes {
@@ -180,8 +187,8 @@ func (d Decider) Decide(r Result) Decision {
 	if dec.Index >= 0 {
 		dec.Class = r.Classes[dec.Index]
 	}
-	if d.UnsureLow < d.UnsureHigh && r.Index(d.Positive) >= 0 {
-		lo := r.LogOdds(d.Positive)
+	if d.UnsureLow < d.UnsureHigh && slices.ContainsFunc(d.Positive, func(c string) bool { return r.Index(c) >= 0 }) {
+		lo := r.GroupLogOdds(d.Positive)
 		dec.Unsure = lo >= d.UnsureLow && lo < d.UnsureHigh
 	}
 	return dec

@@ -172,7 +172,7 @@ func TestThreeClassLoss(t *testing.T) {
 
 func TestUnsureBand(t *testing.T) {
 	classes := []string{"ham", "spam"}
-	d := Decider{Positive: "spam", UnsureLow: Logit(0.2), UnsureHigh: Logit(0.9)}
+	d := Decider{Positive: []string{"spam"}, UnsureLow: Logit(0.2), UnsureHigh: Logit(0.9)}
 	for _, tc := range []struct {
 		p      float64 // P(spam|x)
 		class  string
@@ -202,14 +202,14 @@ func TestUnsureBand(t *testing.T) {
 		}{{-1, true}, {0.999, true}, {1, false}, {-1.001, false}} {
 			r.LogJoint[0], r.LogJoint[1] = 0, tc.logOdds
 			r.normalize()
-			if got := (Decider{Positive: "spam", UnsureLow: -1, UnsureHigh: 1}).Decide(r); got.Unsure != tc.unsure {
+			if got := (Decider{Positive: []string{"spam"}, UnsureLow: -1, UnsureHigh: 1}).Decide(r); got.Unsure != tc.unsure {
 				t.Errorf("log-odds %v: unsure %v, want %v", tc.logOdds, got.Unsure, tc.unsure)
 			}
 		}
 	})
 	t.Run("off", func(t *testing.T) {
 		r := resultOf(classes, []float64{0.5, 0.5}, []float64{0.5, 0.5})
-		for _, d := range []Decider{{}, {Positive: "spam"}, {Positive: "eggs", UnsureLow: -1, UnsureHigh: 1}, {Positive: "spam", UnsureLow: 1, UnsureHigh: -1}} {
+		for _, d := range []Decider{{}, {Positive: []string{"spam"}}, {Positive: []string{"eggs"}, UnsureLow: -1, UnsureHigh: 1}, {Positive: []string{"spam"}, UnsureLow: 1, UnsureHigh: -1}} {
 			if got := d.Decide(r); got.Unsure {
 				t.Errorf("%+v: unsure", d)
 			}
@@ -220,6 +220,63 @@ func TestUnsureBand(t *testing.T) {
 			t.Errorf("got %+v", got)
 		}
 	})
+}
+
+// TestGroupBand checks the unsure band on the joint log-odds of several
+// classes: spam and phishing against ham and newsletters.
+func TestGroupBand(t *testing.T) {
+	classes := []string{"ham", "spam", "phish", "news"}
+	d := Decider{Positive: []string{"spam", "phish"}, UnsureLow: Logit(0.2), UnsureHigh: Logit(0.9)}
+	for _, tc := range []struct {
+		name      string
+		posterior []float64
+		unsure    bool
+	}{
+		// P(spam or phish) = 0.5: unsure, though neither is more likely than ham.
+		{"split between two positive classes", []float64{0.3, 0.25, 0.25, 0.2}, true},
+		{"positive", []float64{0.02, 0.5, 0.45, 0.03}, false},
+		{"negative", []float64{0.5, 0.05, 0.05, 0.4}, false},
+		{"newsletter", []float64{0.05, 0.1, 0.1, 0.75}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := resultOf(classes, tc.posterior, []float64{1, 1, 1, 1})
+			if got := d.Decide(r); got.Unsure != tc.unsure {
+				t.Errorf("%+v, want unsure %v", got, tc.unsure)
+			}
+		})
+	}
+}
+
+func TestGroupLogOdds(t *testing.T) {
+	classes := []string{"ham", "spam", "phish"}
+	r := resultOf(classes, []float64{0.2, 0.5, 0.3}, []float64{1, 1, 1})
+	for _, tc := range []struct {
+		group []string
+		want  float64
+	}{
+		{[]string{"spam"}, math.Log(0.5 / 0.5)},
+		{[]string{"spam", "phish"}, math.Log(0.8 / 0.2)},
+		{[]string{"phish", "eggs"}, math.Log(0.3 / 0.7)},
+		{nil, math.Inf(-1)},
+		{classes, math.Inf(1)},
+	} {
+		if got := r.GroupLogOdds(tc.group); !(got == tc.want || near(got, tc.want, 1e-12)) {
+			t.Errorf("GroupLogOdds(%q) = %v, want %v", tc.group, got, tc.want)
+		}
+	}
+	// For two classes and a group of one it is LogOdds.
+	two := resultOf([]string{"ham", "spam"}, []float64{0.003, 0.7}, []float64{0.4, 0.6})
+	if g, l := two.GroupLogOdds([]string{"spam"}), two.LogOdds("spam"); !near(g, l, 1e-12) {
+		t.Errorf("GroupLogOdds %v, LogOdds %v", g, l)
+	}
+	// Far beyond what a posterior can show, it still orders.
+	var far Result
+	far.reset(classes)
+	far.LogJoint[0], far.LogJoint[1], far.LogJoint[2] = 0, 900, 899
+	far.normalize()
+	if got, want := far.GroupLogOdds([]string{"spam", "phish"}), 900+math.Log1p(math.Exp(-1)); !near(got, want, 1e-9) {
+		t.Errorf("GroupLogOdds far out = %v, want %v", got, want)
+	}
 }
 
 func TestLogit(t *testing.T) {
@@ -288,9 +345,9 @@ func TestDeciderValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"zero", Decider{}, true},
-		{"band", Decider{Positive: "spam", UnsureLow: -1, UnsureHigh: 2}, true},
-		{"band on an unknown class", Decider{Positive: "eggs", UnsureLow: -1, UnsureHigh: 2}, false},
-		{"NaN band", Decider{Positive: "spam", UnsureLow: math.NaN(), UnsureHigh: 2}, false},
+		{"band", Decider{Positive: []string{"spam"}, UnsureLow: -1, UnsureHigh: 2}, true},
+		{"band on an unknown class", Decider{Positive: []string{"eggs"}, UnsureLow: -1, UnsureHigh: 2}, false},
+		{"NaN band", Decider{Positive: []string{"spam"}, UnsureLow: math.NaN(), UnsureHigh: 2}, false},
 		{"bad loss", Decider{Loss: Loss{{0, 1}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,8 +52,9 @@
 //
 // A Decider picks the class of least expected loss Σ_k ℓ(i|k)·P(k|x) for a
 // loss matrix (the 0-1 loss picks the most probable class), and reports
-// Unsure when the log-odds of a positive class fall inside a band. For two
-// classes this is the rule of deciding c1 when
+// Unsure when the joint log-odds of the positive classes (spam, or spam
+// and phishing) against all others, Result.GroupLogOdds, fall inside a
+// band. For two classes this is the rule of deciding c1 when
 //
 //	p(x|c1)/p(x|c2) > [(ℓ12 − ℓ22)/(ℓ21 − ℓ11)] · P(c2)/P(c1)
 //

@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	d := nb.Decider{Loss: loss, Positive: "spam", UnsureLow: nb.Logit(0.5), UnsureHigh: nb.Logit(0.9)}
+	d := nb.Decider{Loss: loss, Positive: []string{"spam"}, UnsureLow: nb.Logit(0.5), UnsureHigh: nb.Logit(0.9)}
 	dec := d.Decide(r)
 	fmt.Printf("threshold %.2f: %s, unsure %v\n", loss.Threshold(1, 0), dec.Class, dec.Unsure)
 	// Output:

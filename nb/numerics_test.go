@@ -46,7 +46,7 @@ func FuzzScore(f *testing.F) {
 				}
 			}
 			loss := Loss{{0, math.Abs(alpha)}, {math.Abs(lambda), 0}}
-			d := Decider{Loss: loss, Positive: "spam", UnsureLow: -1, UnsureHigh: 1}.Decide(r)
+			d := Decider{Loss: loss, Positive: []string{"spam"}, UnsureLow: -1, UnsureHigh: 1}.Decide(r)
 			if d.Index < 0 || math.IsNaN(d.Risk) || math.IsInf(d.Risk, 0) {
 				t.Fatalf("decision %+v", d)
 			}

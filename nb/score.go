@@ -103,6 +103,38 @@ func (r Result) LogOdds(class string) float64 {
 	return at(r.LogJoint, i) - at(r.LogJoint, j)
 }
 
+// GroupLogOdds returns the log-odds of a set of classes against all the
+// others: log Σ_{c∈group} P(c|x) − log Σ_{c∉group} P(c|x), the logit of
+// the probability that the message is of one of them, such as spam and
+// phishing against the rest. For two classes and a group of one it is
+// LogOdds. Names that are not classes of r are ignored. It is +Inf when
+// the group holds every class of r and −Inf when it holds none.
+func (r Result) GroupLogOdds(group []string) float64 {
+	in, out := math.Inf(-1), math.Inf(-1)
+	for c, name := range r.Classes {
+		if slices.Contains(group, name) {
+			in = logAdd(in, at(r.LogJoint, c))
+		} else {
+			out = logAdd(out, at(r.LogJoint, c))
+		}
+	}
+	if math.IsInf(in, -1) && math.IsInf(out, -1) {
+		return math.Inf(-1)
+	}
+	return in - out
+}
+
+// logAdd returns log(e^a + e^b) without overflow; −Inf is log 0.
+func logAdd(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(b, -1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
+}
+
 // rival returns the most probable class other than i, the lowest index on
 // a tie, or -1 when there is none.
 func (r Result) rival(i int) int {

@@ -118,7 +118,11 @@ func load(path string, o options, getenv func(string) string) (config.Config, []
 	if err := cfg.Validate(); err != nil {
 		return config.Config{}, nil, fmt.Errorf("with the command line: %w", err)
 	}
-	if _, err := filterConfig(cfg.Filter); err != nil {
+	fc, err := filterConfig(cfg.Filter)
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	if err := milter.ValidActions(cfg.Actions, fc); err != nil {
 		return config.Config{}, nil, err
 	}
 	return cfg, raw, nil

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,16 +18,33 @@ import (
 
 // classification is the JSON form of one verdict.
 type classification struct {
-	Path        string   `json:"path"`
-	Verdict     string   `json:"verdict"`
-	Probability float64  `json:"probability"`
-	Score       float64  `json:"score"`
-	Used        int      `json:"used"`
-	TrainedAs   string   `json:"trained_as,omitempty"`
+	Path    string `json:"path"`
+	Verdict string `json:"verdict"`
+	// Class is the class decided, the better guess when unsure.
+	Class       string  `json:"class,omitempty"`
+	Probability float64 `json:"probability"`
+	Score       float64 `json:"score"`
+	// Posterior is each class's posterior probability.
+	Posterior map[string]float64 `json:"posterior,omitempty"`
+	Used      int                `json:"used"`
+	TrainedAs string             `json:"trained_as,omitempty"`
+	// TowardSpam lists the features that weighed most toward the spam
+	// class, TowardHam those toward its rival, ham or, with more than two
+	// classes, TowardOther.
 	TowardSpam  []weight `json:"toward_spam,omitempty"`
 	TowardHam   []weight `json:"toward_ham,omitempty"`
+	TowardOther string   `json:"toward_other,omitempty"`
 	Problems    []string `json:"problems,omitempty"`
 	Error       string   `json:"error,omitempty"`
+}
+
+// otherThanHam returns the rival class the features toward which a
+// classification lists besides spam's, "" for ham.
+func otherThanHam(class string) string {
+	if class == filter.Ham {
+		return ""
+	}
+	return class
 }
 
 // weight is one feature's share of the score.
@@ -164,11 +183,17 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		if j.err != nil {
 			return fmt.Errorf("%s: %w", it.msg.Path, j.err)
 		}
-		c := classification{Path: it.msg.Path, Verdict: v.Label(), Probability: v.Probability, Score: v.Score,
-			Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
+		c := classification{Path: it.msg.Path, Verdict: v.Label(), Class: v.Class, Probability: v.Probability, Score: v.Score,
+			Posterior: v.Posterior, Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
 		if a.explain > 0 {
-			c.TowardSpam = weights(v.Toward[filter.Spam])
-			c.TowardHam = weights(v.Toward[filter.Ham])
+			pos := f.Config().Positive
+			for class, cs := range v.Toward {
+				if class == pos {
+					c.TowardSpam = weights(cs)
+				} else {
+					c.TowardHam, c.TowardOther = weights(cs), otherThanHam(class)
+				}
+			}
 		}
 		return pr.print(c)
 	})
@@ -184,14 +209,24 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-// writeText prints a classification as one line: path, verdict,
-// probability and score, then with -v the weightiest features indented.
+// writeText prints a classification as one line: path, verdict, spam
+// probability and score, and with more than two classes each class's
+// posterior; then with -v the weightiest features indented.
 func writeText(w io.Writer, c classification) {
-	fmt.Fprintf(w, "%s\t%s\t%.6f\t%+.3f\n", c.Path, c.Verdict, c.Probability, c.Score)
+	fmt.Fprintf(w, "%s\t%s\t%.6f\t%+.3f", c.Path, c.Verdict, c.Probability, c.Score)
+	if len(c.Posterior) > 2 {
+		var ps []string
+		for _, class := range slices.Sorted(maps.Keys(c.Posterior)) {
+			ps = append(ps, fmt.Sprintf("%s=%.6f", class, c.Posterior[class]))
+		}
+		fmt.Fprintf(w, "\t%s", strings.Join(ps, " "))
+	}
+	fmt.Fprintln(w)
+	other := cmp.Or(c.TowardOther, "ham")
 	for _, side := range []struct {
 		name string
 		ws   []weight
-	}{{"spam", c.TowardSpam}, {"ham", c.TowardHam}} {
+	}{{"spam", c.TowardSpam}, {other, c.TowardHam}} {
 		if len(side.ws) == 0 {
 			continue
 		}

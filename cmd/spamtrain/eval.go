@@ -28,7 +28,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	def := eval.DefaultOptions()
 	var o eval.Options = def
 	var indexes, spam, ham, sets, sweeps listFlag
-	fs.Var(&indexes, "index", "TREC index file: lines 'spam PATH' or 'ham PATH', paths relative to it; repeated, one table per corpus")
+	fs.Var(&indexes, "index", "TREC index file: lines 'CLASS PATH' (spam, ham or another class), paths relative to it; repeated, one table per corpus")
 	fs.Var(&spam, "spam", "spam sources, instead of --index (several may follow)")
 	fs.Var(&ham, "ham", "ham sources, instead of --index (several may follow)")
 	recursive := fs.Bool("recursive", false, "with --spam/--ham: also read subfolders")
@@ -261,7 +261,11 @@ func describe(r *eval.Report) string {
 
 func printReport(w io.Writer, r *eval.Report) {
 	m := r.Metrics
-	fmt.Fprintf(w, "%s: %d messages (%d spam, %d ham) tested, %d trained, %.1f s\n", describe(r), m.N, m.Spam, m.Ham, r.Trained, r.Seconds)
+	ham := "ham"
+	if m.Classes != nil {
+		ham = "not spam"
+	}
+	fmt.Fprintf(w, "%s: %d messages (%d spam, %d %s) tested, %d trained, %.1f s\n", describe(r), m.N, m.Spam, m.Ham, ham, r.Trained, r.Seconds)
 	if n := len(r.AttackWords); n > 0 {
 		fmt.Fprintf(w, "words added to each spam: %s", strings.Join(r.AttackWords[:min(n, 10)], " "))
 		if n > 10 {
@@ -270,10 +274,14 @@ func printReport(w io.Writer, r *eval.Report) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
+	if m.Classes != nil {
+		printClasses(w, m.Classes)
+		fmt.Fprintf(w, "\nspam (%s) against the other classes:\n\n", strings.ReplaceAll(r.Settings["spam_classes"], "+", ", "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tdecided spam\tdecided ham")
+	fmt.Fprintf(tw, "\tdecided spam\tdecided %s\n", ham)
 	fmt.Fprintf(tw, "is spam\t%d (TP)\t%d (FN)\n", m.TP, m.FN)
-	fmt.Fprintf(tw, "is ham\t%d (FP)\t%d (TN)\n", m.FP, m.TN)
+	fmt.Fprintf(tw, "is %s\t%d (FP)\t%d (TN)\n", ham, m.FP, m.TN)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -309,6 +317,34 @@ func printReport(w io.Writer, r *eval.Report) {
 	row("log-likelihood", fmt.Sprintf("%.4f nats/message", m.LogLik), "")
 	row("calibration error", fmt.Sprintf("%.4f (mean |observed − predicted| P(spam), 10 bins)", m.CalibrationError), "")
 	tw.Flush()
+}
+
+// printClasses prints the confusion matrix of a run over more than two
+// classes, rows the true class, columns the class decided (unsure or
+// not), and each class's figures.
+func printClasses(w io.Writer, cm *eval.ClassMetrics) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{""}
+	for _, c := range cm.Classes {
+		head = append(head, "decided "+c)
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "of which unsure"), "\t"))
+	for g, row := range cm.Confusion {
+		cells := []string{"is " + cm.Classes[g]}
+		for _, n := range row {
+			cells = append(cells, strconv.Itoa(n))
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, strconv.Itoa(cm.Unsure[g])), "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "class\tmessages\tdecided\tprecision\trecall\tF1")
+	for _, f := range cm.PerClass {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\n", f.Class, f.N, f.Decided, f.Precision, f.Recall, f.F1)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "accuracy %.4f, macro F1 %.4f\n", cm.Accuracy, cm.MacroF1)
 }
 
 func printCurve(w io.Writer, pts []eval.CurvePoint) {

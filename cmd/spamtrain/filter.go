@@ -111,12 +111,10 @@ func readFiltered(in io.Reader) (raw []byte, whole bool, err error) {
 
 // passOn writes the message, annotated with r unless cause says why it
 // could not be judged, and returns the exit status for it.
-func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, r *milter.Result, cause error) error {
+func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, j *judged, cause error) error {
 	out := raw
-	label := ""
 	if cause == nil {
-		label = r.Verdict
-		out = milter.Annotate(raw, *r, label == filter.Spam, a.tag)
+		out = milter.Annotate(raw, j.r, j.class, j.spam, a.tag)
 	}
 	if _, err := e.stdout.Write(out); err != nil {
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
@@ -129,12 +127,21 @@ func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, r *milter.Result,
 	switch {
 	case cause != nil:
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("the message was passed on unfiltered: %w", cause)}
-	case label == filter.Spam:
+	case j.spam:
 		return &exitStatus{code: a.codes.spam}
-	case label == filter.Ham:
-		return &exitStatus{code: a.codes.ham}
+	case j.r.Verdict == "unsure":
+		return &exitStatus{code: a.codes.unsure}
 	}
-	return &exitStatus{code: a.codes.unsure}
+	// Ham, and every class that is not spam.
+	return &exitStatus{code: a.codes.ham}
+}
+
+// judged is what filter found of a message: X-Spamd-Result's content,
+// the class decided and whether it is a spam class (and not unsure).
+type judged struct {
+	r     milter.Result
+	class string
+	spam  bool
 }
 
 func runFilter(ctx context.Context, e *env, args []string) error {
@@ -142,7 +149,7 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return filterMessage(e, a, func(raw []byte) (*milter.Result, error) {
+	return filterMessage(e, a, func(raw []byte) (*judged, error) {
 		f, st, err := a.mf.open(ctx, e)
 		if err != nil {
 			return nil, err
@@ -152,17 +159,19 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		r := &milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: f.Config().Required(), Signature: v.Digest}
+		fc := f.Config()
+		j := &judged{class: v.Class, spam: !v.Unsure && fc.IsSpam(v.Class),
+			r: milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: fc.Required(), Signature: v.Digest}}
 		for c, cs := range v.Toward {
 			for _, x := range cs {
-				if c == f.Config().Positive {
-					r.Spammy = append(r.Spammy, x.Name)
+				if c == fc.Positive {
+					j.r.Spammy = append(j.r.Spammy, x.Name)
 				} else {
-					r.Hammy = append(r.Hammy, x.Name)
+					j.r.Hammy = append(j.r.Hammy, x.Name)
 				}
 			}
 		}
-		return r, nil
+		return j, nil
 	})
 }
 
@@ -175,31 +184,32 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
-	return filterMessage(e, a, func(raw []byte) (*milter.Result, error) {
+	return filterMessage(e, a, func(raw []byte) (*judged, error) {
 		v, err := c.Classify(ctx, a.mf.user, raw, a.explain)
 		if err != nil {
 			return nil, err
 		}
-		r := &milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}
-		if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(r.Signature) {
-			copy(r.Signature[:], d)
+		j := &judged{class: v.Class, spam: v.Spam,
+			r: milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}}
+		if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(j.r.Signature) {
+			copy(j.r.Signature[:], d)
 		}
 		for c, ws := range v.Toward {
 			for _, w := range ws {
-				if c == filter.Spam {
-					r.Spammy = append(r.Spammy, w.Token)
+				if c == v.Positive {
+					j.r.Spammy = append(j.r.Spammy, w.Token)
 				} else {
-					r.Hammy = append(r.Hammy, w.Token)
+					j.r.Hammy = append(j.r.Hammy, w.Token)
 				}
 			}
 		}
-		return r, nil
+		return j, nil
 	})
 }
 
 // filterMessage reads the message on standard input, judges it with
 // classify and passes it on.
-func filterMessage(e *env, a *filterArgs, classify func(raw []byte) (*milter.Result, error)) error {
+func filterMessage(e *env, a *filterArgs, classify func(raw []byte) (*judged, error)) error {
 	raw, whole, err := readFiltered(e.stdin)
 	if err != nil {
 		return passOn(e, a, raw, nil, nil, fmt.Errorf("read the message: %w", err))

@@ -145,6 +145,39 @@ func TestTrainFromIndex(t *testing.T) {
 	if code, _, errOut := spamtrain(t, "", "train", "--db", db, "--index", bad); code != 2 || !strings.Contains(errOut, `class "phish"`) {
 		t.Errorf("unknown class: exit %d, stderr %q; want 2 and the class named", code, errOut)
 	}
+	// A model gains a class: listed in the classes, it trains, from an
+	// index or from --class, and classify reports its posterior.
+	three := []string{"--set", "classes=ham+spam+phish"}
+	if code, out, errOut := spamtrain(t, "", append([]string{"train", "--db", db, "--index", bad}, three...)...); code != 0 || !strings.Contains(out, "1 messages: 0 learned, 1 relabeled") {
+		t.Errorf("train --index of class phish: exit %d: %s%s", code, out, errOut)
+	}
+	phish := filepath.Join(sample, "spam")
+	if code, out, errOut := spamtrain(t, "", append([]string{"train", "--db", db, "--class", "phish", phish}, three...)...); code != 0 || !strings.Contains(out, "20 messages: 0 learned, 19 relabeled, 1 already known") {
+		t.Errorf("train --class phish: exit %d: %s%s", code, out, errOut)
+	}
+	code, out, _ = spamtrain(t, "", "stats", "--db", db, "--json")
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Users[0].Messages["phish"] != 20 || st.Users[0].Messages["spam"] != 0 {
+		t.Errorf("stats after training phish: exit %d, %v: %+v", code, err, st.Users)
+	}
+	code, out, errOut = spamtrain(t, "", append(append([]string{"classify", "--db", db, "--json"}, three...), filepath.Join(phish, firstName(t, phish)))...)
+	var c classification
+	if err := json.Unmarshal([]byte(out), &c); code != 0 || err != nil || len(c.Posterior) != 3 || c.Class != "phish" {
+		t.Errorf("classify: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	code, out, _ = spamtrain(t, "", append(append([]string{"classify", "--db", db}, three...), filepath.Join(phish, firstName(t, phish)))...)
+	if f := strings.Split(strings.TrimSpace(out), "\t"); code != 0 || len(f) != 5 || !strings.Contains(f[4], "phish=") || !strings.Contains(f[4], "ham=") {
+		t.Errorf("classify prints %q, want the posteriors in a fifth column", out)
+	}
+}
+
+// firstName returns the name of the first file in dir.
+func firstName(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	return ents[0].Name()
 }
 
 func TestMalformedMessageIsSkipped(t *testing.T) {

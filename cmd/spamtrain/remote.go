@@ -31,7 +31,6 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
-	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
@@ -263,6 +262,15 @@ func remoteTrainOrForget(ctx context.Context, e *env, c *control.Client, args []
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
+	if !forget {
+		st, err := c.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if err := checkClasses(a.sources, st.Classes, false); err != nil {
+			return err
+		}
+	}
 	t, err := trainRemote(ctx, e, c, a.mf.user, a.sources, a.recursive, a.batch)
 	if forget {
 		printForget(e, t)
@@ -352,11 +360,16 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 			return fmt.Errorf("%s: %w", ans.path, ans.err)
 		}
 		v := ans.v
-		cl := classification{Path: ans.path, Verdict: v.Verdict, Probability: v.Probability, Score: v.Score,
-			Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
+		cl := classification{Path: ans.path, Verdict: v.Verdict, Class: v.Class, Probability: v.Probability, Score: v.Score,
+			Posterior: v.Posterior, Used: v.Used, TrainedAs: v.TrainedAs, Problems: v.Problems}
 		if a.explain > 0 {
-			cl.TowardSpam = remoteWeights(v.Toward[filter.Spam])
-			cl.TowardHam = remoteWeights(v.Toward[filter.Ham])
+			for class, ws := range v.Toward {
+				if class == v.Positive {
+					cl.TowardSpam = remoteWeights(ws)
+				} else {
+					cl.TowardHam, cl.TowardOther = remoteWeights(ws), otherThanHam(class)
+				}
+			}
 		}
 		return pr.print(cl)
 	})

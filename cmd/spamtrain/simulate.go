@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spamd/spamd/eval"
+	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/mailbox"
 	"github.com/spamd/spamd/reportsim"
 )
@@ -62,6 +63,10 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	}
 	msgs := make([]reportsim.Message, len(c.Messages))
 	for i, m := range c.Messages {
+		// Users report spam and ham.
+		if l := m.Label(); l != filter.Spam && l != filter.Ham {
+			return fmt.Errorf("%s: %s: class %q: simulate replays reports of spam and ham only", *index, m.Path, l)
+		}
 		msgs[i] = reportsim.Message{Raw: m.Raw, Spam: m.Spam}
 	}
 	base, err := mf.config()

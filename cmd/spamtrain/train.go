@@ -5,12 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/mailbox"
+	"github.com/spamd/spamd/store"
 )
 
 // source is a path to read messages from, with the class they are to be
@@ -240,10 +244,16 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 	a.mf.register(fs, true)
 	var spam, ham listFlag
 	var index string
+	var classed []source
 	if !forget {
 		fs.Var(&spam, "spam", "maildir, mbox, message file, directory or - holding spam (several may follow)")
 		fs.Var(&ham, "ham", "maildir, mbox, message file, directory or - holding ham (several may follow)")
-		fs.StringVar(&index, "index", "", "TREC index file: lines 'CLASS PATH' (spam or ham), paths relative to it")
+		fs.String("class", "", "`NAME PATH...`: the paths that follow hold messages of class NAME, one of the filter's classes (several --class may be given)")
+		fs.StringVar(&index, "index", "", "TREC index file: lines 'CLASS PATH' (spam, ham or another class), paths relative to it")
+		var err error
+		if args, classed, err = cutClassArgs(args); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
 		args = expandMulti(args, "spam", "ham")
 	}
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
@@ -261,8 +271,8 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 		}
 		return a, nil
 	}
-	if len(spam)+len(ham) == 0 && index == "" || fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH..., or --index FILE", errUsage)
+	if len(spam)+len(ham)+len(classed) == 0 && index == "" || fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: give the messages with --spam PATH... and --ham PATH... (or --class NAME PATH...), or --index FILE", errUsage)
 	}
 	if index != "" {
 		entries, err := mailbox.ReadIndex(index)
@@ -270,11 +280,6 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 			return nil, err
 		}
 		for _, en := range entries {
-			// spamtrain and spamd know spam and ham; a line of another
-			// class is refused before anything is trained.
-			if en.Label != filter.Spam && en.Label != filter.Ham {
-				return nil, fmt.Errorf("%w: %s: %s: class %q is neither spam nor ham", errUsage, index, en.Path, en.Label)
-			}
 			a.sources = append(a.sources, source{en.Path, en.Label})
 		}
 	}
@@ -284,7 +289,84 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 	for _, p := range ham {
 		a.sources = append(a.sources, source{p, filter.Ham})
 	}
+	a.sources = append(a.sources, classed...)
 	return a, nil
+}
+
+// cutClassArgs removes every --class NAME PATH... (or --class=NAME
+// PATH...) from args, up to a "--", and returns the sources they name:
+// the paths after NAME up to the next flag ("-" is a path).
+func cutClassArgs(args []string) (rest []string, sources []source, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var name string
+		switch {
+		case a == "--":
+			return append(rest, args[i:]...), sources, nil
+		case a == "--class" || a == "-class":
+			if i+1 == len(args) {
+				return nil, nil, errors.New("--class needs a class name and paths")
+			}
+			name = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--class=") || strings.HasPrefix(a, "-class="):
+			_, name, _ = strings.Cut(a, "=")
+		default:
+			rest = append(rest, a)
+			continue
+		}
+		if err := store.ValidClass(name); err != nil {
+			return nil, nil, fmt.Errorf("--class: %w", err)
+		}
+		n := 0
+		for i+1 < len(args) && (args[i+1] == "-" || !strings.HasPrefix(args[i+1], "-")) {
+			sources = append(sources, source{args[i+1], name})
+			i++
+			n++
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("--class %s: name the messages of the class: --class %s PATH...", name, name)
+		}
+	}
+	return rest, sources, nil
+}
+
+// checkClasses refuses, before anything is trained, sources of a class
+// that is not one of classes: the whole run would fail message by
+// message. The error says how to add it: in spamd's configuration, or,
+// for a local run, with --set.
+func checkClasses(sources []source, classes []string, local bool) error {
+	var unknown []string
+	for _, c := range classesOf(sources) {
+		if !slices.Contains(classes, c) {
+			unknown = append(unknown, c)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	all := append(slices.Clone(classes), unknown...)
+	quoted := make([]string, len(unknown))
+	for i, c := range unknown {
+		quoted[i] = strconv.Quote(c)
+	}
+	err := fmt.Errorf("%w: class %s is not one of the filter's classes %s: add it to the [filter] table of spamd's configuration (classes = [\"%s\"])",
+		errUsage, strings.Join(quoted, ", "), strings.Join(classes, "+"), strings.Join(all, "\", \""))
+	if local {
+		err = fmt.Errorf("%w, or give --set classes=%s", err, strings.Join(all, "+"))
+	}
+	return err
+}
+
+// classesOf lists the classes of sources, in order of first use.
+func classesOf(sources []source) []string {
+	var out []string
+	for _, s := range sources {
+		if s.class != "" && !slices.Contains(out, s.class) {
+			out = append(out, s.class)
+		}
+	}
+	return out
 }
 
 // printForget prints the summary of a forget run.
@@ -314,6 +396,9 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 		return err
 	}
 	defer st.Close()
+	if err := checkClasses(a.sources, f.Config().Classes, true); err != nil {
+		return err
+	}
 	var t *tally
 	bulk := false
 	if !forget {
