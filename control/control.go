@@ -216,6 +216,9 @@ type UserStats struct {
 	Messages   map[string]uint64 `json:"messages"`
 	Tokens     map[string]uint64 `json:"tokens"`
 	Vocabulary uint64            `json:"vocabulary"`
+	// Unread says why the milter never classifies mail with this model
+	// under the daemon's naming rule ([milter] users); "" when it may.
+	Unread string `json:"unread,omitempty"`
 }
 
 // errorBody is the JSON body of an error answer.

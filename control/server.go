@@ -18,6 +18,7 @@ import (
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
+	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/internal/parallel"
 	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/reportq"
@@ -53,6 +54,9 @@ type Options struct {
 	Compact func(ctx context.Context) (store.Compaction, error)
 	// Dir is the store's directory, reported by stats.
 	Dir string
+	// Rule, if not nil, returns the naming rule the milter selects
+	// users' models by, for stats to tell the models it never reads.
+	Rule func() identity.Rule
 	// Admins lists unix accounts that may train any user's model.
 	Admins []string
 	// Token is the bearer token of TCP clients; empty refuses them.
@@ -326,6 +330,9 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 			return nil, fmt.Errorf("totals of %q: %w", u, err)
 		}
 		us := UserStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary}
+		if s.Rule != nil {
+			us.Unread = s.Rule().Unread(u)
+		}
 		for i, c := range t.Classes {
 			us.Messages[c] = t.Messages[i]
 			us.Tokens[c] = t.Tokens[i]

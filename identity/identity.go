@@ -80,3 +80,25 @@ func (r Rule) Folder(user, domain string) (model string, ok bool) {
 	model = r.Of(user)
 	return model, model != ""
 }
+
+// Unread returns why the milter never classifies mail with the model
+// named model under the rule, "" when it may: the global model always
+// may; under Global no other; under Address a name without '@', which
+// recipients as a mail server hands them never are; under LocalPart a
+// name with one; under both a name with capitals, since names are
+// lower-cased.
+func (r Rule) Unread(model string) string {
+	switch {
+	case model == "":
+		return ""
+	case r == Global:
+		return `[milter] users = "global" classifies all mail with the global model`
+	case strings.ToLower(model) != model:
+		return "model names are lower-case"
+	case r == Address && !strings.Contains(model, "@"):
+		return `named like an account, and [milter] users = "address" names models by address`
+	case r == LocalPart && strings.Contains(model, "@"):
+		return `named by address, and [milter] users = "localpart" names models by the part before '@'`
+	}
+	return ""
+}

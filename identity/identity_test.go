@@ -62,3 +62,32 @@ func TestParse(t *testing.T) {
 		t.Errorf("Parse(\"Address\"): %v", err)
 	}
 }
+
+func TestUnread(t *testing.T) {
+	for _, tt := range []struct {
+		rule   Rule
+		model  string
+		unread bool
+	}{
+		{Address, "", false},
+		{Address, "alice@example.org", false},
+		{Address, "alice", true},
+		{Address, "Alice@example.org", true},
+		{LocalPart, "alice", false},
+		{LocalPart, "alice@example.org", true},
+		{Global, "", false},
+		{Global, "alice@example.org", true},
+	} {
+		if got := tt.rule.Unread(tt.model); (got != "") != tt.unread {
+			t.Errorf("%s.Unread(%q) = %q, want unread %v", tt.rule, tt.model, got, tt.unread)
+		}
+	}
+	// What Unread says is read, Of names: a recipient reaches it.
+	for _, r := range []Rule{Address, LocalPart} {
+		for _, rcpt := range []string{"alice@example.org", "Bob@Example.org"} {
+			if m := r.Of(rcpt); r.Unread(m) != "" {
+				t.Errorf("%s: the model %q of recipient %s is said unread: %s", r, m, rcpt, r.Unread(m))
+			}
+		}
+	}
+}

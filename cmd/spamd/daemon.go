@@ -375,6 +375,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		Size:        size,
 		Compact:     compact,
 		Dir:         cfg.Store.Dir,
+		Rule:        func() identity.Rule { return identity.Rule(d.ms.Settings().Milter.Users) },
 		ReportModel: model,
 		Admins:      cfg.API.Admins,
 		Reporters:   cfg.API.Reporters,

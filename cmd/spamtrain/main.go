@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	spamtrain train    --db DIR [--user NAME] [--recursive] --spam PATH... --ham PATH...
+//	spamtrain train    --db DIR [--user NAME] [--recursive] --spam PATH... --ham PATH... [--class NAME PATH...]
 //	spamtrain forget   --db DIR [--user NAME] PATH...
 //	spamtrain classify --db DIR [--user NAME] [--json] [-v] PATH...|-
 //	spamtrain stats    --db DIR [--json]
@@ -12,6 +12,8 @@
 //	spamtrain dump     --db DIR [--user NAME]... [-o FILE] [--gzip]
 //	spamtrain restore  --db DIR [--user NAME]... [--as NAME] FILE|-
 //	spamtrain delete-user --db DIR [--global] [NAME...]
+//	spamtrain users    --db DIR [--json]
+//	spamtrain reset    --db DIR --user NAME... | --global | --all
 //	spamtrain eval     (--index FILE | --spam PATH... --ham PATH...) [--mode split|cv|online] ...
 //	spamtrain pipe     --db DIR
 //	spamtrain filter   [--db DIR] [--user NAME] [--exit-codes H,S,U,E] [--tag TAG] < MESSAGE
@@ -69,6 +71,8 @@ var commands = []command{
 	{"dump", "write models as portable text, for a backup or a move", runDump},
 	{"restore", "load models from a dump into a store without them", runRestore},
 	{"delete-user", "delete users' models whole", runDeleteUser},
+	{"users", "list the models: messages and tokens per class", runUsers},
+	{"reset", "start users' models (or all) over from nothing", runReset},
 	{"eval", "measure filter quality on labelled mail", runEval},
 	{"pipe", "train and classify by commands read from standard input", runPipe},
 	{"filter", "classify the message on standard input and write it with spamd's headers", runFilter},

@@ -4,13 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/store"
 )
 
@@ -20,6 +24,9 @@ type userStats struct {
 	Messages   map[string]uint64 `json:"messages"`
 	Tokens     map[string]uint64 `json:"tokens"`
 	Vocabulary uint64            `json:"vocabulary"`
+	// Unread says why the milter never classifies mail with the model,
+	// "" when it may.
+	Unread string `json:"unread,omitempty"`
 }
 
 type storeStats struct {
@@ -44,25 +51,62 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	users, err := st.Users(ctx)
-	if err != nil {
+	var out storeStats
+	if out.Users, err = modelStats(ctx, st, mf.rule()); err != nil {
 		return err
 	}
-	var out storeStats
 	out.LSMBytes, out.LogBytes = st.Size()
+	return printStats(e, out, *asJSON, "")
+}
+
+// modelStats returns the totals of every model of st, and whether the
+// milter reads it under rule.
+func modelStats(ctx context.Context, st store.Store, rule identity.Rule) ([]userStats, error) {
+	users, err := st.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []userStats
 	for _, u := range users {
 		t, err := st.Totals(ctx, u)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		us := userStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary}
+		us := userStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary, Unread: rule.Unread(u)}
 		for i, c := range t.Classes {
 			us.Messages[c] = t.Messages[i]
 			us.Tokens[c] = t.Tokens[i]
 		}
-		out.Users = append(out.Users, us)
+		out = append(out, us)
 	}
-	return printStats(e, out, *asJSON, "")
+	return out, nil
+}
+
+// rule returns the naming rule of spamd's configuration, by which the
+// milter picks the models it classifies with; spamd's default when
+// there is no configuration to read.
+func (m *modelFlags) rule() identity.Rule {
+	cfg, _, err := loadConfig(m.cfgPath)
+	if err != nil {
+		cfg = config.Default(os.Getenv)
+	}
+	return identity.Rule(cfg.Milter.Users)
+}
+
+// printUnread lists the models the milter never classifies with, and
+// why.
+func printUnread(w io.Writer, users []userStats) {
+	first := true
+	for _, u := range users {
+		if u.Unread == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "models no mail is classified with:")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s: %s\n", userName(u.User), u.Unread)
+	}
 }
 
 // printStats prints the models of a store, as JSON or as a table followed
@@ -83,6 +127,7 @@ func printStats(e *env, out storeStats, asJSON bool, where string) error {
 		}
 	}
 	tw.Flush()
+	printUnread(e.stdout, out.Users)
 	fmt.Fprintf(e.stdout, "store: %.1f MiB on disk (LSM %.1f MiB, logs %.1f MiB)%s\n",
 		float64(out.LSMBytes+out.LogBytes)/(1<<20), float64(out.LSMBytes)/(1<<20), float64(out.LogBytes)/(1<<20), where)
 	if c := out.Classified; c != nil && c.Messages > 0 {

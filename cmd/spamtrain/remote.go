@@ -2,7 +2,7 @@ package main
 
 // Badger admits one process per store, so while spamd runs, train,
 // forget, classify, stats and the maintenance commands (check, compact,
-// dump, restore, delete-user) go through its control API instead of
+// dump, restore, delete-user, users, reset) go through its control API instead of
 // opening the store. A Redis model (--redis, $SPAMD_REDIS, or a
 // configuration whose [store] backend is redis) admits any number of
 // processes, and commands use it directly. The daemon is found by, in
@@ -50,6 +50,8 @@ var remoteRuns = map[string]remoteRun{
 	"dump":        remoteDump,
 	"restore":     remoteRestore,
 	"delete-user": remoteDeleteUser,
+	"users":       remoteUsers,
+	"reset":       remoteReset,
 	"filter":      remoteFilter,
 }
 
@@ -402,7 +404,7 @@ func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) 
 	}
 	out := storeStats{LSMBytes: st.LSMBytes, LogBytes: st.LogBytes, Classified: st.Classified}
 	for _, u := range st.Users {
-		out.Users = append(out.Users, userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary})
+		out.Users = append(out.Users, userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary, Unread: u.Unread})
 	}
 	return printStats(e, out, *asJSON, ", served by spamd at "+c.Addr())
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
@@ -33,7 +34,8 @@ func startDaemon(t *testing.T) daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Compact: st.Compact, Dir: d.dir})
+	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Compact: st.Compact, Dir: d.dir,
+		Rule: func() identity.Rule { return identity.Address }})
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
 		t.Fatal(err)
