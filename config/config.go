@@ -367,10 +367,13 @@ type Reports struct {
 
 // Watch configures the maildir watcher.
 type Watch struct {
-	// Junk is the pattern of the users' Junk folders, with %u standing
-	// for the user name as one whole path element, for example
-	// "/var/mail/%u/Maildir/.Junk". Its parent is the user's maildir,
-	// whose other folders are watched too. "" turns the watcher off.
+	// Junk is the pattern of the users' Junk folders, with Dovecot's %u
+	// (the user name), %n (its user part) and %d (its domain) each
+	// standing for one whole path element, for example
+	// "/var/mail/%u/Maildir/.Junk" or "/var/vmail/%d/%n/Maildir/.Junk"; a
+	// folder's user is %u, or n@d, or n alone. Its parent is the user's
+	// maildir, whose other folders are watched too. "" turns the watcher
+	// off.
 	Junk string `toml:"junk"`
 	// Trash names the folders, beside Junk, into which a message moved
 	// out of Junk is not reported as ham.
@@ -380,7 +383,7 @@ type Watch struct {
 	// sends none (NFS).
 	Rescan Duration `toml:"rescan"`
 	// Domain is the mail domain of folders named by a bare account
-	// (%u = "alice", system users), so that under [milter] users =
+	// (%u or %n alone = "alice", system users), so that under [milter] users =
 	// "address" a folder's moves train alice@Domain, the model the
 	// milter classifies alice's mail with. "" for folders named by
 	// address.
@@ -865,31 +868,13 @@ func redisAddr(a string) error {
 }
 
 // junkPattern checks the pattern of the Junk folders: "" (no watcher),
-// or an absolute, clean path in which %u is one whole element, once,
-// neither the first nor the last.
+// or one identity.ParsePattern takes.
 func junkPattern(p string) error {
 	if p == "" {
 		return nil
 	}
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return fmt.Errorf("%q is not an absolute, clean path", p)
-	}
-	elems := strings.Split(p[1:], "/")
-	n := 0
-	for i, e := range elems {
-		switch {
-		case e == "%u" && (i == 0 || i == len(elems)-1):
-			return fmt.Errorf("%q: %%u must be neither the first element nor the folder itself", p)
-		case e == "%u":
-			n++
-		case strings.Contains(e, "%"):
-			return fmt.Errorf("%q: %%u must be a whole path element, and no other %% is known", p)
-		}
-	}
-	if n != 1 {
-		return fmt.Errorf("%q: want %%u exactly once, as a whole path element", p)
-	}
-	return nil
+	_, err := identity.ParsePattern(p)
+	return err
 }
 
 // SplitAddr splits a listening address, "tcp://HOST:PORT" or "unix:/PATH",

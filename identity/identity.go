@@ -9,10 +9,11 @@
 //   - "localpart": the part before '@', lower-cased: alice;
 //   - "global": no user's own model; everyone has the global one.
 //
-// A mail folder is named as Dovecot's %u names it: the whole user name,
-// an address for virtual users or a bare account name for system users.
-// A bare name becomes an address with the site's domain ([watch] domain)
-// when the rule wants addresses.
+// A mail folder is named as Dovecot names its user (Pattern): %u, the
+// whole user name, an address for virtual users or a bare account name
+// for system users; or %n@%d, the user part and the domain of a layout
+// such as /var/vmail/%d/%n; or %n alone. A bare name becomes an address
+// with the site's domain ([watch] domain) when the rule wants addresses.
 package identity
 
 import (

@@ -118,7 +118,7 @@ type Watcher struct {
 type kind int
 
 const (
-	kindPrefix   kind = iota // holds the users' directories
+	kindLevel    kind = iota // holds the users' directories, or directories on the way to them (the domains')
 	kindUserRoot             // a directory on the way to a user's Junk, which may appear
 	kindFolder               // a folder (the maildir itself is INBOX): cur/ and new/ may appear
 	kindMessages             // a folder's cur/ or new/
@@ -129,6 +129,7 @@ type watched struct {
 	u      *user
 	name   string // the user, for kindUserRoot
 	folder string // the folder's directory
+	lvl    level  // where in the pattern, for kindLevel
 }
 
 // fileID identifies a file by device and inode.
@@ -156,7 +157,7 @@ type departure struct {
 // user is one user's maildir.
 type user struct {
 	name     string
-	dir      string // the user's directory in the prefix
+	dir      string // the user's directory: the pattern's last variable
 	root     string // the maildir: the Junk folder's parent
 	junk     string // the Junk folder
 	folders  map[string]bool
@@ -167,7 +168,7 @@ type user struct {
 
 // New returns a watcher with options o; Run starts it.
 func New(o Options) (*Watcher, error) {
-	if o.Pattern.prefix == "" {
+	if o.Pattern.Prefix() == "" {
 		return nil, fmt.Errorf("%w: none given", ErrPattern)
 	}
 	if o.Report == nil {
@@ -191,7 +192,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.fsw = fsw
 	defer fsw.Close()
-	w.addWatch(w.opts.Pattern.prefix, watched{kind: kindPrefix})
 	w.safely("start", func() { w.rescan(ctx) })
 	tick := time.NewTicker(w.opts.Rescan)
 	defer tick.Stop()
@@ -257,17 +257,19 @@ func (w *Watcher) forget(dir string) {
 	}
 }
 
-// rescan finds new and vanished users, then lists every Junk folder
-// again and reconciles.
+// rescan finds new and vanished users, watching the directories on the
+// way to them for new ones, then lists every Junk folder again and
+// reconciles.
 func (w *Watcher) rescan(ctx context.Context) {
-	w.addWatch(w.opts.Pattern.prefix, watched{kind: kindPrefix})
-	names, skipped, err := w.opts.Pattern.Users()
+	var names, skipped []string
+	pat := w.opts.Pattern
+	err := pat.walk(pat.top(), w.watchLevel, func(name, _ string) { names = append(names, name) }, &skipped)
 	if err != nil {
 		w.opts.Log.Warn("junkwatch: listing users", "err", err)
 		return
 	}
 	if len(skipped) > 0 {
-		w.opts.Log.Debug("junkwatch: entries that are not users", "dir", w.opts.Pattern.prefix, "skipped", skipped)
+		w.opts.Log.Debug("junkwatch: entries that are not users", "dir", pat.Prefix(), "skipped", skipped)
 	}
 	for name, u := range w.users {
 		if !slices.Contains(names, name) {
@@ -295,7 +297,10 @@ func (w *Watcher) addUser(ctx context.Context, name string, arrivals bool) {
 	if err != nil {
 		return
 	}
-	dir := filepath.Join(w.opts.Pattern.prefix, name)
+	dir, err := w.opts.Pattern.Dir(name)
+	if err != nil {
+		return
+	}
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 		return
 	}
@@ -329,6 +334,12 @@ func (w *Watcher) addUser(ctx context.Context, name string, arrivals bool) {
 		}
 	}
 	w.opts.Log.Info("junkwatch: watching", "user", name, "junk", junk, "folders", len(u.folders))
+}
+
+// watchLevel watches a directory on the way to the users' directories,
+// for new ones.
+func (w *Watcher) watchLevel(l level) {
+	w.addWatch(l.dir, watched{kind: kindLevel, lvl: l})
 }
 
 func isDir(path string) bool {
@@ -435,11 +446,30 @@ func (w *Watcher) event(ctx context.Context, ev fsnotify.Event) {
 		}
 	}
 	switch wd.kind {
-	case kindPrefix:
-		if ev.Has(fsnotify.Create) {
-			if name := filepath.Base(ev.Name); w.users[name] == nil {
+	case kindLevel:
+		if !ev.Has(fsnotify.Create) {
+			return
+		}
+		fi, err := os.Lstat(ev.Name)
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		pat := w.opts.Pattern
+		next, name, ok := pat.below(wd.lvl, filepath.Base(ev.Name))
+		switch {
+		case !ok:
+		case name != "":
+			if w.users[name] == nil {
 				w.addUser(ctx, name, true)
 			}
+		default:
+			// A directory on the way, a new domain's: the users in it
+			// arrived with it.
+			_ = pat.walk(next, w.watchLevel, func(name, _ string) {
+				if w.users[name] == nil {
+					w.addUser(ctx, name, true)
+				}
+			}, nil)
 		}
 	case kindUserRoot:
 		// The maildir, or a directory on the way to it, appeared.

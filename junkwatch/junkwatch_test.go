@@ -34,7 +34,11 @@ func TestParsePattern(t *testing.T) {
 		{"/%u/Maildir/.Junk", "", "", false},
 		{"/var/mail/%u/%u/.Junk", "", "", false},
 		{"/var/mail/u%u/Maildir/.Junk", "", "", false},
-		{"/var/mail/%d/%u/Maildir/.Junk", "", "", false},
+		{"/var/mail/%d/%u/Maildir/.Junk", "/var/mail", "Maildir/.Junk", true},
+		{"/var/vmail/%d/%n/Maildir/.Junk", "/var/vmail", "Maildir/.Junk", true},
+		{"/home/%n/Maildir/.Junk", "/home", "Maildir/.Junk", true},
+		{"/var/vmail/%d/Maildir/.Junk", "", "", false},
+		{"/var/vmail/%u/%n/Maildir/.Junk", "", "", false},
 		{"/var/mail/../%u/Maildir/.Junk", "", "", false},
 		{"/var/mail/Maildir/.Junk", "", "", false},
 	} {
@@ -43,8 +47,8 @@ func TestParsePattern(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("ParsePattern: %v", err)
 			}
-			if tt.ok && (p.prefix != tt.prefix || p.suffix != tt.suffix || p.String() != tt.in) {
-				t.Errorf("got %q %q (%s)", p.prefix, p.suffix, p)
+			if tt.ok && (p.Prefix() != tt.prefix || p.p.Suffix() != tt.suffix || p.String() != tt.in) {
+				t.Errorf("got %q %q (%s)", p.Prefix(), p.p.Suffix(), p)
 			}
 		})
 	}
@@ -89,22 +93,39 @@ func TestExpandRefusesCraftedNames(t *testing.T) {
 type mailboxes struct {
 	t    *testing.T
 	base string
-	seq  atomic.Int64
+	// layout is the path from base to a user's directory, in Dovecot's
+	// variables: %u, or %d/%n.
+	layout string
+	seq    atomic.Int64
 }
 
 func newMailboxes(t *testing.T, users ...string) *mailboxes {
-	m := &mailboxes{t: t, base: t.TempDir()}
+	return newMailboxesIn(t, "%u", users...)
+}
+
+// newMailboxesIn is newMailboxes with the users' directories at layout.
+func newMailboxesIn(t *testing.T, layout string, users ...string) *mailboxes {
+	m := &mailboxes{t: t, base: t.TempDir(), layout: layout}
 	for _, u := range users {
-		for _, f := range []string{"", ".Junk", ".Trash"} {
-			m.folder(u, f)
-		}
+		m.add(u)
 	}
 	return m
 }
 
+// add makes user's maildir: INBOX, Junk and Trash.
+func (m *mailboxes) add(user string) {
+	for _, f := range []string{"", ".Junk", ".Trash"} {
+		m.folder(user, f)
+	}
+}
+
 // folder makes a folder of user's maildir ("" is INBOX) and returns it.
 func (m *mailboxes) folder(user, name string) string {
-	dir := filepath.Join(m.base, user, "Maildir", name)
+	udir, err := m.pattern().Dir(user)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	dir := filepath.Join(udir, "Maildir", name)
 	for _, sub := range []string{"cur", "new", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			m.t.Fatal(err)
@@ -114,7 +135,7 @@ func (m *mailboxes) folder(user, name string) string {
 }
 
 func (m *mailboxes) pattern() Pattern {
-	p, err := ParsePattern(filepath.Join(m.base, "%u", "Maildir", ".Junk"))
+	p, err := ParsePattern(filepath.Join(m.base, m.layout, "Maildir", ".Junk"))
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -307,9 +328,12 @@ func startWith(t *testing.T, m *mailboxes, o Options) *logBuffer {
 			t.Logf("log:\n%s", log)
 		}
 	})
-	ents, _ := os.ReadDir(m.base)
-	for _, e := range ents {
-		log.watching(t, e.Name())
+	users, _, err := m.pattern().Users()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		log.watching(t, u)
 	}
 	return log
 }
@@ -454,22 +478,28 @@ func FuzzParsePattern(f *testing.F) {
 	f.Add("/var/mail/%u/Maildir/.Junk", "alice")
 	f.Add("/home/%u/.Junk", "../x")
 	f.Add("/a/%u/%u", "b")
+	f.Add("/var/vmail/%d/%n/Maildir/.Junk", "alice@example.org")
+	f.Add("/var/vmail/%d/%n/Maildir/.Junk", "a@../x")
+	f.Add("/srv/%n/%d/x", "a@b@c")
 	f.Fuzz(func(t *testing.T, pattern, user string) {
 		p, err := ParsePattern(pattern)
 		if err != nil {
 			return
 		}
 		again, err := ParsePattern(p.String())
-		if err != nil || again != p {
+		if err != nil || again.String() != p.String() {
 			t.Fatalf("%q → %q does not parse back: %v", pattern, p, err)
 		}
 		junk, err := p.Expand(user)
 		if err != nil {
 			return
 		}
+		// The user's parts are elements of their own, where the
+		// pattern's variables are.
 		rel, err := filepath.Rel(p.Prefix(), junk)
-		if err != nil || strings.HasPrefix(rel, "..") || strings.Split(rel, "/")[0] != user {
-			t.Fatalf("user %q expands to %q, outside %q", user, junk, p.Prefix())
+		want := strings.Split(strings.TrimPrefix(p.String(), p.Prefix()+"/"), "/")
+		if err != nil || strings.HasPrefix(rel, "..") || filepath.Clean(junk) != junk || len(strings.Split(rel, "/")) != len(want) {
+			t.Fatalf("user %q expands to %q, outside %q or not as %q", user, junk, p.Prefix(), p)
 		}
 	})
 }
@@ -508,4 +538,33 @@ func TestModelNaming(t *testing.T) {
 	if got := rs.list(); len(got) != 0 {
 		t.Errorf("reports %q: bob's move names no model and must not be reported", got)
 	}
+}
+
+// TestDomainLayout watches maildirs laid out as Dovecot's
+// /var/vmail/%d/%n: a folder's user is n@d, and a domain and a user that
+// appear while the watcher runs are watched.
+func TestDomainLayout(t *testing.T) {
+	m := newMailboxesIn(t, "%d/%n", "alice@example.org", "bob@example.net")
+	os.MkdirAll(filepath.Join(m.base, "example.org", "Not A User"), 0o700)
+	if users, skipped, err := m.pattern().Users(); err != nil || strings.Join(users, " ") != "bob@example.net alice@example.org" && strings.Join(users, " ") != "alice@example.org bob@example.net" || len(skipped) != 1 {
+		t.Fatalf("users %q, skipped %q, %v", users, skipped, err)
+	}
+	rs := newReports()
+	log := start(t, m, rs.report)
+	a := m.deliver(m.folder("alice@example.org", ""), message(1, ""))
+	m.move(a, m.folder("alice@example.org", ".Junk"), false)
+	rs.expect(t, "alice@example.org:spam:body 1")
+
+	// A new domain and its user, made while the watcher runs.
+	m.add("carol@example.com")
+	log.watching(t, "carol@example.com")
+	c := m.deliver(m.folder("carol@example.com", ""), message(2, ""))
+	m.move(c, m.folder("carol@example.com", ".Junk"), false)
+	rs.expect(t, "carol@example.com:spam:body 2")
+	// And a new user of a domain already watched.
+	m.add("dave@example.org")
+	log.watching(t, "dave@example.org")
+	d := m.deliver(m.folder("dave@example.org", ""), message(3, ""))
+	m.move(d, m.folder("dave@example.org", ".Junk"), false)
+	rs.expect(t, "dave@example.org:spam:body 3")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,12 +22,15 @@ func TestWarnIdentity(t *testing.T) {
 		rule    identity.Rule
 		domain  string
 		warn    string
+		layout  string // "" is %u
 	}{
-		{"accounts under address", []string{"alice", "bob"}, identity.Address, "", "named by account (such as alice)"},
-		{"accounts with a domain", []string{"alice"}, identity.Address, "example.org", ""},
-		{"addresses", []string{"alice@example.org"}, identity.Address, "", ""},
-		{"local parts", []string{"alice"}, identity.LocalPart, "", ""},
-		{"global", []string{"alice"}, identity.Global, "", "not learned"},
+		{"accounts under address", []string{"alice", "bob"}, identity.Address, "", "named by account (such as alice)", ""},
+		{"accounts with a domain", []string{"alice"}, identity.Address, "example.org", "", ""},
+		{"addresses", []string{"alice@example.org"}, identity.Address, "", "", ""},
+		{"local parts", []string{"alice"}, identity.LocalPart, "", "", ""},
+		{"global", []string{"alice"}, identity.Global, "", "not learned", ""},
+		{"domains and local parts", []string{"example.org/alice"}, identity.Address, "", "", "%d/%n"},
+		{"local parts alone under address", []string{"alice"}, identity.Address, "", "named by account (such as alice)", "%n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -35,7 +39,7 @@ func TestWarnIdentity(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			pat, err := junkwatch.ParsePattern(filepath.Join(base, "%u", "Maildir", ".Junk"))
+			pat, err := junkwatch.ParsePattern(filepath.Join(base, cmp.Or(tt.layout, "%u"), "Maildir", ".Junk"))
 			if err != nil {
 				t.Fatal(err)
 			}
