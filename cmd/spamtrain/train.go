@@ -33,9 +33,9 @@ type item struct {
 }
 
 // walkSources sends every message of sources on the returned channel, in
-// order, reporting unreadable files to onErr. The channel is closed when
-// the sources are exhausted or ctx is done; the returned function then
-// gives the error that stopped the walk, if any.
+// order, reporting unreadable sources and files to onErr. The channel is
+// closed when the sources are exhausted or ctx is done; the returned
+// function then gives the error that stopped the walk, if any.
 func walkSources(ctx context.Context, e *env, sources []source, recursive bool, onErr func(path string, err error)) (<-chan item, func() error) {
 	ch := make(chan item, 64)
 	var walkErr error
@@ -55,9 +55,20 @@ func walkSources(ctx context.Context, e *env, sources []source, recursive bool, 
 					return ctx.Err()
 				}
 			})
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() != nil:
 				walkErr = err
 				return
+			case err != nil:
+				// A source that cannot be read (unreadable, a loop of
+				// links, refused as no regular file) is reported, and the
+				// others are still walked: the run ends failed once they
+				// are done.
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner
+				}
+				onErr(s.path, err)
+				continue
 			}
 			if n == 0 {
 				// Most likely a directory of folders without
