@@ -237,9 +237,9 @@ func printReset(w io.Writer, user string, messages, tokens uint64) {
 	case messages == 0 && tokens == 0:
 		fmt.Fprintf(w, "%s: no model; nothing to reset\n", userName(user))
 	case user == "":
-		fmt.Fprintf(w, "%s: reset: forgot %d messages and %d tokens; until it learns again, mail that no user's own model has learned enough to judge is unsure\n", userName(user), messages, tokens)
+		fmt.Fprintf(w, "%s: reset: forgot %d messages and %d distinct tokens; until it learns again, mail that no user's own model has learned enough to judge is unsure\n", userName(user), messages, tokens)
 	default:
-		fmt.Fprintf(w, "%s: reset: forgot %d messages and %d tokens; the global model classifies the user's mail until the user's model learns again\n", userName(user), messages, tokens)
+		fmt.Fprintf(w, "%s: reset: forgot %d messages and %d distinct tokens; the global model classifies the user's mail until the user's model learns again\n", userName(user), messages, tokens)
 	}
 }
 
