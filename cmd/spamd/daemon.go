@@ -331,6 +331,8 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return err
 	}
 	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist}, logger, d.met)
+	isSpam := func(verdict string) bool { return d.ms.Settings().Filter.Config().IsSpam(verdict) }
+	d.met.isSpam.Store(&isSpam)
 	current := func() *filter.Filter { return d.ms.Settings().Filter }
 	d.reports, err = reportq.Open(cfg.Reports.Spool, reportq.Options{MaxReports: cfg.Reports.MaxPending, Log: logger})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +36,11 @@ type metrics struct {
 	// mirrors them for stats.
 	expectedHam prometheus.Counter
 	expectedFP  prometheus.Counter
-	mu          sync.Mutex
-	classified  control.Classified
+	// isSpam, when set, says whether a verdict is a class that counts as
+	// spam (the filter's spam_classes); unset, "spam" alone is.
+	isSpam     atomic.Pointer[func(string) bool]
+	mu         sync.Mutex
+	classified control.Classified
 }
 
 func newMetrics() *metrics {
@@ -44,7 +48,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spamd_messages_total",
-			Help: "Messages the milter answered, by verdict (ham, unsure, spam, skipped, error) and action (accept, quarantine, reject, tempfail).",
+			Help: "Messages the milter answered, by verdict (ham, spam or another class of the filter, unsure, skipped, error) and action (accept, quarantine, reject, tempfail).",
 		}, []string{"verdict", "action"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "spamd_milter_latency_seconds",
@@ -145,7 +149,11 @@ func (m *metrics) Message(verdict string, spam float64, a milter.Action, elapsed
 	ham := 1 - spam
 	m.expectedHam.Add(ham)
 	fp := 0.0
-	if verdict == "spam" {
+	spamVerdict := verdict == "spam"
+	if f := m.isSpam.Load(); f != nil {
+		spamVerdict = (*f)(verdict)
+	}
+	if spamVerdict {
 		fp = ham
 		m.expectedFP.Add(ham)
 	}
