@@ -195,6 +195,27 @@ func warnIdentity(log *slog.Logger, pat junkwatch.Pattern, rule identity.Rule, d
 		"pattern", pat.String())
 }
 
+// warnClasses says at start when the store holds messages of classes
+// the filter does not list: they are not scored, and a message of such a
+// class is not told apart, which a [filter] classes left behind on an
+// upgrade or a restore from another site would cause unnoticed.
+func warnClasses(ctx context.Context, log *slog.Logger, st store.Store, fc filter.Config) {
+	t, err := st.Totals(ctx, "")
+	if err != nil {
+		return
+	}
+	var missing []string
+	for i, c := range t.Classes {
+		if !fc.HasClass(c) && t.Messages[i] > 0 {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		log.Warn("spamd: the global model has learned classes the configuration does not list; they are not scored until [filter] classes lists them",
+			"classes", strings.Join(missing, "+"), "configured", strings.Join(fc.Classes, "+"))
+	}
+}
+
 // reserveBytes is the store's free-space reserve for [store] reserve_mb:
 // 0 the store's default, -1 none.
 func reserveBytes(mb int) int64 {
@@ -325,6 +346,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	if err != nil {
 		return err
 	}
+	warnClasses(ctx, logger, d.st, fc)
 	d.met = newMetrics()
 	d.current.Store(&cfg)
 	if d.hist, err = openHistory(cfg.History, logger); err != nil {

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/store"
 )
 
 // TestExpectedFalsePositives checks that the expected false positives
@@ -25,5 +31,33 @@ func TestExpectedFalsePositives(t *testing.T) {
 	c := m.Classified()
 	if c.Messages != 4 || math.Abs(c.ExpectedFalsePositives-0.1) > 1e-9 || math.Abs(c.ExpectedHam-(0.1+0.1+0.8+0.4)) > 1e-9 {
 		t.Errorf("classified %+v", c)
+	}
+}
+
+// TestWarnClasses checks that spamd says at start when the global model
+// learned a class the configuration does not list.
+func TestWarnClasses(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	three := filter.DefaultConfig()
+	if err := three.Set("classes", "ham+spam+newsletter"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := filter.New(st, three)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Learn(ctx, "", []byte("Subject: digest\n\nweekly digest\n"), "newsletter"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		fc   filter.Config
+		warn bool
+	}{{filter.DefaultConfig(), true}, {three, false}} {
+		var buf bytes.Buffer
+		warnClasses(ctx, slog.New(slog.NewTextHandler(&buf, nil)), st, tc.fc)
+		if got := buf.String(); (got != "") != tc.warn || tc.warn && !strings.Contains(got, "classes=newsletter") {
+			t.Errorf("classes %q: logged %q", tc.fc.Classes, got)
+		}
 	}
 }
