@@ -9,8 +9,8 @@ import (
 
 // Original returns the message as the milter received it, from a
 // delivered copy that carries its X-Spamd-Result: without the fields the
-// milter added (X-Spam-*, X-Spamd-Result, a Subject tag subjectTag put
-// on spam), and without the fields added after it, which a delivery agent
+// milter added (X-Spam-*, X-Spamd-*, a Subject tag subjectTag put on
+// spam or a tagged class), and without the fields added after it, which a delivery agent
 // puts above the message's own (Received, Return-Path, Delivered-To). ok
 // is false when the copy carries no usable result or what is left is not
 // the message the milter saw (its digest is not the result's signature);
@@ -24,9 +24,33 @@ func Original(raw []byte, subjectTag string) (orig []byte, ok bool) {
 	if err != nil || res.Verdict == Skipped || res.Fields <= 0 {
 		return raw, false
 	}
+	// The tag goes on spam, and on a class [actions] classes tags, which
+	// the result does not say: for a verdict of another class than ham,
+	// the copy is tried with and without the tag taken off, and the
+	// signature tells which was received.
+	tries := []bool{false}
+	switch {
+	case subjectTag == "":
+	case res.Verdict == "spam":
+		tries = []bool{true}
+	case res.Verdict != "ham" && res.Verdict != "unsure":
+		tries = []bool{true, false}
+	}
+	for _, untag := range tries {
+		if orig, ok := original(raw, res, untag, subjectTag); ok {
+			return orig, true
+		}
+	}
+	return raw, false
+}
+
+// original rebuilds the message the milter received from raw and its
+// result res, taking subjectTag off the Subject when untag is set, and
+// reports whether its digest is the result's signature.
+func original(raw []byte, res Result, untag bool, subjectTag string) ([]byte, bool) {
 	fields, body, found := splitHeader(raw)
 	if !found {
-		return raw, false
+		return nil, false
 	}
 	kept := fields[:0:0]
 	tagged := false
@@ -36,7 +60,7 @@ func Original(raw []byte, subjectTag string) (orig []byte, ok bool) {
 		if spoofable(string(name)) {
 			continue
 		}
-		if !tagged && subjectTag != "" && res.Verdict == "spam" && strings.EqualFold(string(name), "Subject") {
+		if !tagged && untag && strings.EqualFold(string(name), "Subject") {
 			tagged = true
 			v := strings.TrimSpace(string(value))
 			switch {
@@ -50,7 +74,7 @@ func Original(raw []byte, subjectTag string) (orig []byte, ok bool) {
 		kept = append(kept, f)
 	}
 	if len(kept) < res.Fields {
-		return raw, false
+		return nil, false
 	}
 	kept = kept[len(kept)-res.Fields:]
 	var b bytes.Buffer
@@ -60,7 +84,7 @@ func Original(raw []byte, subjectTag string) (orig []byte, ok bool) {
 	}
 	b.Write(body)
 	if tokenize.Digest(b.Bytes()) != res.Signature {
-		return raw, false
+		return nil, false
 	}
 	return b.Bytes(), true
 }

@@ -38,6 +38,11 @@ func TestOriginal(t *testing.T) {
 		{"tagged subject", deliveredCopy(orig, "spam", 6, tag), "[SPAM]", orig, true},
 		{"tag added as the subject", deliveredCopy(noSubject, "spam", 3, func(h string) string { return h + "\nSubject: [SPAM]" }), "[SPAM]", noSubject, true},
 		{"ham is never tagged", deliveredCopy(orig, "ham", 6, same), "[SPAM]", orig, true},
+		// A class [actions] classes tags, and one it does not, whose
+		// subject happens to start like the tag.
+		{"tagged newsletter", deliveredCopy(orig, "newsletter", 6, tag), "[SPAM]", orig, true},
+		{"newsletter not tagged", deliveredCopy(strings.Replace(orig, "Subject: ", "Subject: [SPAM] ", 1), "newsletter", 6, same), "[SPAM]",
+			strings.Replace(orig, "Subject: ", "Subject: [SPAM] ", 1), true},
 		{"CRLF", bytes.ReplaceAll(deliveredCopy(orig, "spam", 6, tag), []byte("\n"), []byte("\r\n")), "[SPAM]", strings.ReplaceAll(orig, "\n", "\r\n"), true},
 		{"tag changed since", deliveredCopy(orig, "spam", 6, tag), "***SPAM***", "", false},
 		{"body changed", bytes.Replace(deliveredCopy(orig, "spam", 6, same), []byte("buy now"), []byte("buy later"), 1), "", "", false},
