@@ -290,13 +290,10 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request) {
 	ok := subtle.ConstantTimeCompare([]byte(token), []byte(c.o.Token)) == 1
 	if !ok {
 		c.log.Warn("console: login refused: wrong token", "remote", r.RemoteAddr)
-		// The pause holds the one slot: attempts wait their turn.
-		t := time.NewTimer(loginPause)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-		}
+		// The pause holds the one slot, whole even when the client goes
+		// away: a guesser who hung up early would otherwise try again at
+		// once, and tell a right token by its quick answer.
+		time.Sleep(loginPause)
 		<-c.login
 		c.render(w, r, http.StatusUnauthorized, "login", &view{Title: "Log in", Error: "That is not the API's token.", Data: loginData{Next: next}})
 		return

@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"mime/multipart"
@@ -28,6 +29,7 @@ const consoleToken = "console-token-0123456789"
 type consoleFixture struct {
 	f    *filter.Filter
 	h    *history.Ring
+	con  *Console
 	srv  *httptest.Server
 	spam []byte
 }
@@ -93,7 +95,7 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 	}
 	srv := httptest.NewServer(con.Handler())
 	t.Cleanup(srv.Close)
-	return &consoleFixture{f: f, h: h, srv: srv, spam: last}
+	return &consoleFixture{f: f, h: h, con: con, srv: srv, spam: last}
 }
 
 // browser is a client keeping cookies and not following redirects, so
@@ -215,6 +217,39 @@ func TestConsoleLogin(t *testing.T) {
 	c.Jar.SetCookies(u, old)
 	if status, _, _ := fx.do(t, c, "GET", "/console/", nil, nil); status != http.StatusSeeOther {
 		t.Errorf("the old cookie after logging out: %d", status)
+	}
+}
+
+// TestConsoleLoginPause checks that a wrong token holds the login for
+// the whole pause even when its client hangs up at once: otherwise a
+// guesser would try again without waiting, and know a right token by
+// its quick answer.
+func TestConsoleLoginPause(t *testing.T) {
+	fx := newConsoleFixture(t)
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", fx.srv.URL+"/console/login",
+			strings.NewReader(url.Values{"token": {"a-wrong-guess-0123456789"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// Hang up once the wrong guess holds the login.
+	for len(fx.con.login) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the wrong guess was answered before its client hung up: %v", err)
+	}
+	fx.login(t, fx.browser(t))
+	if waited := time.Since(start); waited < loginPause {
+		t.Errorf("a right token was let in %v after a wrong one whose client hung up; want the whole pause, %v", waited, loginPause)
 	}
 }
 
