@@ -23,6 +23,11 @@ const maxID = 1 << 53
 // bounded (trim) well below it.
 const maxLine = 128 << 10
 
+// maxHeader bounds the first line, which holds the last training of up
+// to maxTrained models: a name of maxUser bytes, each escaped at worst
+// to 6, and its time.
+const maxHeader = maxTrained*(6*maxUser+64) + 1<<10
+
 // header is the first line of a history file.
 type header struct {
 	Version int                  `json:"spamd_history"`
@@ -136,10 +141,10 @@ func (r *Ring) Load(path string) (Loaded, error) {
 		return res, fmt.Errorf("load history: %w", err)
 	}
 	defer f.Close()
-	// A file this daemon wrote holds at most Size lines of at most
-	// maxLine bytes; one larger was not written by it.
-	br := bufio.NewReaderSize(io.LimitReader(f, int64(r.opts.Size+1)*maxLine), 64<<10)
-	line, _, err := readLine(br)
+	// A file this daemon wrote holds a header and at most Size lines of
+	// at most maxLine bytes; one larger was not written by it.
+	br := bufio.NewReaderSize(io.LimitReader(f, maxHeader+int64(r.opts.Size)*maxLine), 64<<10)
+	line, _, err := readLine(br, maxHeader)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return res, fmt.Errorf("load history %s: %w", path, err)
 	}
@@ -150,12 +155,12 @@ func (r *Ring) Load(path string) (Loaded, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for u, t := range h.Trained {
-		if t.After(r.trained[u]) && len(r.trained) < maxTrained {
+		if len(u) <= maxUser && t.After(r.trained[u]) && len(r.trained) < maxTrained {
 			r.trained[u] = t
 		}
 	}
 	for {
-		line, tooLong, err := readLine(br)
+		line, tooLong, err := readLine(br, maxLine)
 		switch {
 		case tooLong:
 			res.Skipped++
@@ -182,13 +187,13 @@ func (r *Ring) Load(path string) (Loaded, error) {
 	return res, nil
 }
 
-// readLine reads one line without its line end. A line longer than
-// maxLine is read to its end and reported too long, with no bytes.
-func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+// readLine reads one line without its line end. A line longer than max
+// bytes is read to its end and reported too long, with no bytes.
+func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > maxLine {
+			if len(line)+len(chunk) > max {
 				tooLong, line = true, nil
 			} else {
 				line = append(line, chunk...)

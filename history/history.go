@@ -42,8 +42,10 @@ const (
 	maxText = 320
 	// maxFeatures bounds the features listed toward each class.
 	maxFeatures = 50
-	// maxTrained bounds the models whose last training is remembered.
+	// maxTrained bounds the models whose last training is remembered,
+	// maxUser the length of their names (store.MaxUserLen).
 	maxTrained = 1 << 16
+	maxUser    = 128
 )
 
 // Digest is a message's digest, written as hex.
@@ -395,8 +397,12 @@ func (r *Ring) Stats() Stats {
 	return s
 }
 
-// Trained notes that user's model was trained at t.
+// Trained notes that user's model was trained at t. A name longer than
+// any model's is ignored.
 func (r *Ring) Trained(user string, t time.Time) {
+	if len(user) > maxUser {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.trained[user]; !ok && len(r.trained) >= maxTrained {

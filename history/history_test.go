@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spamd/spamd/store"
 )
 
 func newRing(t testing.TB, size int, msgBytes int64) *Ring {
@@ -191,6 +193,13 @@ func TestTrained(t *testing.T) {
 	if _, ok := r.LastTrained("bob"); ok {
 		t.Error("bob was never trained")
 	}
+	long := strings.Repeat("x", store.MaxUserLen+1)
+	if r.Trained(long, t0); maxUser != store.MaxUserLen {
+		t.Errorf("maxUser %d, store.MaxUserLen %d", maxUser, store.MaxUserLen)
+	}
+	if _, ok := r.LastTrained(long); ok {
+		t.Error("a name longer than any model's is remembered")
+	}
 }
 
 // TestSaveLoad checks that the entries and the models' last training
@@ -358,4 +367,30 @@ func FuzzLoad(f *testing.F) {
 		}
 		r.Add(entry("ham"), nil)
 	})
+}
+
+// TestSaveLoadManyModels checks that the last training of many models
+// comes back: they all stand in the file's first line.
+func TestSaveLoadManyModels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	r := newRing(t, 2, 0)
+	r.Add(entry("spam", "a@example.org"), nil)
+	at := time.Unix(1700000000, 123456789).UTC()
+	const models = 5000
+	long := strings.Repeat("x", maxUser-20)
+	for i := range models {
+		r.Trained(fmt.Sprintf("%s-%06d@example.org", long[:i%len(long)], i), at)
+	}
+	if _, err := r.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	back := newRing(t, 2, 0)
+	if n, err := back.Load(path); err != nil || n.Entries != 1 {
+		t.Fatalf("load: %+v %v", n, err)
+	}
+	for i := range models {
+		if got, ok := back.LastTrained(fmt.Sprintf("%s-%06d@example.org", long[:i%len(long)], i)); !ok || !got.Equal(at) {
+			t.Fatalf("model %d last trained %v %v", i, got, ok)
+		}
+	}
 }
