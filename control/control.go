@@ -22,8 +22,9 @@
 // trained as class, relabeled if it was trained as another. The history
 // lists the verdicts newest first, at most limit (default 100); a peer
 // that does not read every model sees only the mail of the user named
-// like its account, without the other recipients. Errors are
-// {"error": "…"} with a 4xx or 5xx status.
+// like its account, without the other recipients or their models'
+// names (Entry.Redacted). Errors are {"error": "…"} with a 4xx or 5xx
+// status.
 // For example:
 //
 //	curl --unix-socket /run/spamd/api.sock --data-binary @msg.eml \

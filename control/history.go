@@ -33,7 +33,8 @@ var verdicts = []string{"ham", "unsure", "spam", "skipped", "error"}
 
 // history answers GET /v1/history?limit=N&before=ID&after=ID&user=U&verdict=V:
 // every entry to a peer that reads all models, else only the mail of the
-// user named like the peer's account, without the other recipients.
+// user named like the peer's account, without the other recipients or
+// their models' names.
 func (s *Server) history(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.History == nil {
 		return nil, fail(http.StatusNotFound, errors.New("this daemon keeps no history ([history] size is 0)"))

@@ -149,8 +149,14 @@ func (e *Entry) Belongs(user string) bool {
 	return user != "" && (slices.Contains(e.Users, user) || slices.Contains(e.Models, user))
 }
 
+// Withheld stands, in a redacted entry, for the name of another user's
+// model whose verdict stood; no model is named so.
+const Withheld = "(withheld)"
+
 // Redacted returns the entry as user may see it, whose mail it is: the
-// other recipients and the models of other users left out.
+// other recipients and the models of other users left out, and the name
+// of the model whose verdict stood Withheld if it is another user's. The
+// verdict itself stays: user's copy of the message carries it.
 func (e Entry) Redacted(user string) Entry {
 	out := e
 	out.Recipients, out.Users, out.MoreRecipients = nil, nil, 0
@@ -168,6 +174,9 @@ func (e Entry) Redacted(user string) Entry {
 		if m == "" || m == user {
 			out.Models = append(out.Models, m)
 		}
+	}
+	if e.Model != "" && e.Model != user {
+		out.Model = Withheld
 	}
 	return out
 }

@@ -179,6 +179,22 @@ func TestRedacted(t *testing.T) {
 	if e.Belongs("") || !e.Belongs("bob") || e.Belongs("carol") {
 		t.Error("Belongs")
 	}
+	// The model whose verdict stood is named only when it is the
+	// reader's or the global one.
+	for _, tt := range []struct{ model, reader, want string }{
+		{"bob", "alice", Withheld},
+		{"bob", "bob", "bob"},
+		{"", "alice", ""},
+		{"alice", "alice", "alice"},
+	} {
+		e.Model = tt.model
+		if got := e.Redacted(tt.reader).Model; got != tt.want {
+			t.Errorf("model %q redacted for %q: %q, want %q", tt.model, tt.reader, got, tt.want)
+		}
+	}
+	if store.ValidUser(Withheld) == nil {
+		t.Errorf("%q is a valid model name", Withheld)
+	}
 }
 
 func TestTrained(t *testing.T) {
