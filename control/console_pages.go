@@ -356,18 +356,7 @@ func (c *Console) messagePage(r *http.Request, v *view) error {
 	f := c.api.Filter()
 	d := &messageData{Entry: e, Classes: f.Config().Classes, Delivery: towardList(f.Config(), e.Toward)}
 	v.Data, v.Title = d, "Message "+strconv.FormatUint(id, 10)
-	q := r.URL.Query()
-	if l := q.Get("learned"); l != "" {
-		v.Notice = fmt.Sprintf("Learned as %s for the %s model", l, modelName(q.Get("model")))
-		switch prev := q.Get("prev"); {
-		case q.Get("changed") != "1":
-			v.Notice += ": it was already trained as " + l + ", nothing changed."
-		case prev != "":
-			v.Notice += ", untrained as " + prev + " first."
-		default:
-			v.Notice += "."
-		}
-	}
+	v.Notice = learnedNotice(r.URL.Query(), d.Classes, judges(e))
 	if raw == nil {
 		return nil
 	}
@@ -384,10 +373,7 @@ func (c *Console) messagePage(r *http.Request, v *view) error {
 		return err
 	}
 	defer release()
-	models := e.Models
-	if len(models) == 0 {
-		models = []string{""}
-	}
+	models := judges(e)
 	p, err := f.Prepare(raw, true)
 	if err != nil {
 		return fmt.Errorf("prepare the message: %w", filterError(err))
@@ -396,6 +382,34 @@ func (c *Console) messagePage(r *http.Request, v *view) error {
 		d.Now = append(d.Now, c.explain(r.Context(), f, u, p))
 	}
 	return nil
+}
+
+// judges returns the models that judged e, the global one when none is
+// named.
+func judges(e history.Entry) []string {
+	if len(e.Models) == 0 {
+		return []string{""}
+	}
+	return e.Models
+}
+
+// learnedNotice says what learning a message did, from the query the
+// learn action redirects with. The query is only a link's: a value that
+// is not one of classes, or a model not one of models, says nothing, so
+// that a link from elsewhere cannot put its words on the page.
+func learnedNotice(q url.Values, classes, models []string) string {
+	l, model, prev := q.Get("learned"), q.Get("model"), q.Get("prev")
+	if !slices.Contains(classes, l) || !slices.Contains(models, model) || (prev != "" && !slices.Contains(classes, prev)) {
+		return ""
+	}
+	n := fmt.Sprintf("Learned as %s for the %s model", l, modelName(model))
+	switch {
+	case q.Get("changed") != "1":
+		return n + ": it was already trained as " + l + ", nothing changed."
+	case prev != "":
+		return n + ", untrained as " + prev + " first."
+	}
+	return n + "."
 }
 
 // explain classifies a prepared message with user's model and explains
@@ -443,10 +457,7 @@ func (c *Console) learn(w http.ResponseWriter, r *http.Request) error {
 	if err := checkClass(f, class); err != nil || class == "" {
 		return fail(http.StatusBadRequest, fmt.Errorf("class %q: want one of %q", class, f.Config().Classes))
 	}
-	models := e.Models
-	if len(models) == 0 {
-		models = []string{""}
-	}
+	models := judges(e)
 	if !slices.Contains(models, user) {
 		return fail(http.StatusBadRequest, fmt.Errorf("model %q did not judge this message (%q did)", user, models))
 	}

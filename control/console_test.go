@@ -453,6 +453,29 @@ func TestConsolePages(t *testing.T) {
 	}
 }
 
+// TestLearnedNotice checks that the message page says what learning did
+// only from a query the learn action could have made.
+func TestLearnedNotice(t *testing.T) {
+	classes, models := []string{"spam", "ham"}, []string{"", "alice"}
+	for _, tt := range []struct{ query, want string }{
+		{"learned=ham&model=&prev=&changed=1", "Learned as ham for the global model."},
+		{"learned=spam&model=alice&prev=ham&changed=1", "Learned as spam for the alice model, untrained as ham first."},
+		{"learned=spam&model=alice&prev=&changed=0", "Learned as spam for the alice model: it was already trained as spam, nothing changed."},
+		{"", ""},
+		{"learned=spam.+Your+session+expired:+log+in+at+evil.example&model=&changed=1", ""},
+		{"learned=spam&model=bob&changed=1", ""},
+		{"learned=spam&model=&prev=eggs&changed=1", ""},
+	} {
+		q, err := url.ParseQuery(tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := learnedNotice(q, classes, models); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.query, got, tt.want)
+		}
+	}
+}
+
 func TestLocalPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                           "/console/",
