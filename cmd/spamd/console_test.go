@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/mail"
 	"os"
@@ -17,8 +18,10 @@ import (
 	"github.com/chromedp/chromedp"
 	gomilter "github.com/emersion/go-milter"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/history"
 )
 
 // needChromium returns the path of a Chromium to drive, skipping the
@@ -379,5 +382,66 @@ enabled = true
 	endMessage(t, s)
 	if h, _ := api.History(ctx, control.HistoryQuery{}); len(h.Entries) != 2 || h.Entries[0].ID != 2 {
 		t.Errorf("the next verdict after a restart: %+v", h.Entries)
+	}
+}
+
+// TestOpenHistory checks what the daemon does with the file of the last
+// run's history: reads a history, starts anew from a missing or empty
+// one, and leaves alone, unsaved over, a file that is something else.
+func TestOpenHistory(t *testing.T) {
+	saved := filepath.Join(t.TempDir(), "saved.jsonl")
+	h, err := history.New(history.Options{Size: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Add(history.Entry{Verdict: "spam", Action: "accept", Recipients: []string{}}, nil)
+	if _, err := h.Save(saved); err != nil {
+		t.Fatal(err)
+	}
+	savedBytes, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		content  []byte // nil: no file
+		entries  int
+		saved    bool
+		warnings string
+	}{
+		{"a history", savedBytes, 1, true, ""},
+		{"no file", nil, 0, true, ""},
+		{"empty", []byte{}, 0, true, "not read"},
+		{"another file", []byte("[store]\ndir = \"/var/lib/spamd\"\n"), 0, false, "left as it is"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.jsonl")
+			if tt.content != nil {
+				write(t, path, string(tt.content))
+			}
+			var log bytes.Buffer
+			h, file, err := openHistory(config.History{Size: 10, Persist: true, File: path}, slog.New(slog.NewTextHandler(&log, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(h.List(history.Query{})); n != tt.entries || (file != "") != tt.saved {
+				t.Errorf("%d entries, saved to %q; want %d, saved %v", n, file, tt.entries, tt.saved)
+			}
+			if tt.warnings != "" && !strings.Contains(log.String(), tt.warnings) {
+				t.Errorf("the log does not say %q:\n%s", tt.warnings, log.String())
+			}
+			if file == "" && tt.content != nil {
+				h.Add(history.Entry{Verdict: "ham"}, nil)
+				if got, _ := os.ReadFile(path); !bytes.Equal(got, tt.content) {
+					t.Errorf("the file was changed: %q", got)
+				}
+			}
+		})
+	}
+	if h, file, err := openHistory(config.History{Size: 10, Persist: false, File: saved}, slog.New(slog.DiscardHandler)); err != nil || h == nil || file != "" {
+		t.Errorf("without persist: %v %q %v", h, file, err)
+	}
+	if h, _, err := openHistory(config.History{Size: 0}, slog.New(slog.DiscardHandler)); err != nil || h != nil {
+		t.Errorf("size 0: %v %v", h, err)
 	}
 }

@@ -52,9 +52,11 @@ type daemon struct {
 	api *control.Server
 	met *metrics
 	// hist is the milter's latest verdicts, nil when none are kept;
-	// console is the web console, nil when off.
-	hist    *history.Ring
-	console *control.Console
+	// histFile is where they are saved, "" when they are not; console
+	// is the web console, nil when off.
+	hist     *history.Ring
+	histFile string
+	console  *control.Console
 	// current is the configuration in force, for the console.
 	current atomic.Pointer[config.Config]
 	// reports is the queue of misclassification reports, applied by
@@ -349,7 +351,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 	warnClasses(ctx, logger, d.st, fc)
 	d.met = newMetrics()
 	d.current.Store(&cfg)
-	if d.hist, err = openHistory(cfg.History, logger); err != nil {
+	if d.hist, d.histFile, err = openHistory(cfg.History, logger); err != nil {
 		return err
 	}
 	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist}, logger, d.met)
@@ -432,27 +434,41 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 }
 
 // openHistory returns the ring of the milter's latest verdicts, nil when
-// none are kept, with the verdicts of the last run when they persist.
-func openHistory(c config.History, log *slog.Logger) (*history.Ring, error) {
+// none are kept, with the verdicts of the last run when they persist,
+// and the file to save them to, "" when they are not saved.
+func openHistory(c config.History, log *slog.Logger) (*history.Ring, string, error) {
 	if c.Size == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	h, err := history.New(history.Options{Size: c.Size, MaxMessageBytes: int64(c.MessageMB) << 20})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !c.Persist {
-		return h, nil
+		return h, "", nil
 	}
 	loaded, err := h.Load(c.File)
-	if err != nil {
+	switch {
+	case errors.Is(err, history.ErrFormat) && !isEmpty(c.File):
+		// Something else lives there, perhaps by a mistyped [history]
+		// file: it is not spamd's to replace.
+		log.Error("spamd: the history file is not one: it is left as it is, and the history is not saved in this run; "+
+			"move it away or name another [history] file", "file", c.File, "err", err)
+		return h, "", nil
+	case err != nil:
 		// The history is a convenience: a file it cannot read is said
 		// and replaced, never a reason not to filter mail.
 		log.Warn("spamd: the history of the last run is not read; it starts anew", "file", c.File, "err", err)
-	} else if loaded.Entries > 0 || loaded.Skipped > 0 {
+	case loaded.Entries > 0 || loaded.Skipped > 0:
 		log.Info("spamd: history of the last run read", "file", c.File, "entries", loaded.Entries, "skipped", loaded.Skipped)
 	}
-	return h, nil
+	return h, c.File, nil
+}
+
+// isEmpty reports whether the file at path is empty.
+func isEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() == 0
 }
 
 // applied counts an applied report, and notes when its model was
@@ -484,12 +500,11 @@ func (d *daemon) configText() string {
 // saveHistory writes the history to its file when it persists and
 // changed.
 func (d *daemon) saveHistory() {
-	c := d.current.Load().History
-	if d.hist == nil || !c.Persist {
+	if d.histFile == "" {
 		return
 	}
-	if _, err := d.hist.Save(c.File); err != nil {
-		d.log.Warn("spamd: history not saved", "file", c.File, "err", err)
+	if _, err := d.hist.Save(d.histFile); err != nil {
+		d.log.Warn("spamd: history not saved", "file", d.histFile, "err", err)
 	}
 }
 
@@ -625,7 +640,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 			return nil
 		})
 	}
-	if d.hist != nil && cfg.History.Persist {
+	if d.histFile != "" {
 		background.Add(1)
 		goSafe(d.log, "history", errc, func() error {
 			defer background.Done()
