@@ -728,11 +728,13 @@ func closeDB(db *badger.DB) <-chan error {
 }
 
 // salvageSuffix names the directory beside the store's that salvage
-// copies the model into, and salvagedName the file that says the copy is
-// complete.
+// copies the model into; salvagedName the file that says the copy is
+// complete, and movingName, which replaces it, that the copy is being
+// moved into the store's directory.
 const (
 	salvageSuffix = ".salvage"
 	salvagedName  = "SALVAGED"
+	movingName    = "MOVING"
 )
 
 // salvage copies the model of a store whose directory was removed into a
@@ -819,28 +821,75 @@ func (s *Store) copyTo(ctx context.Context, dir string) (n int, err error) {
 	return n, err
 }
 
-// finishSalvage moves a complete salvaged copy to the store's path,
-// replacing what is there, and drops an incomplete one.
+// finishSalvage puts a complete salvaged copy in place of the files at
+// the store's path, and drops an incomplete copy. Only the files at the
+// top of the directory are Badger's: subdirectories, such as the
+// daemon's report spool, which lives there by default, are left as they
+// are, with what was written into them while the store was salvaged.
+// The copy's marker says how far this got, so that Open finishes what a
+// crash cut short: salvagedName, the copy complete; movingName, the old
+// files removed and the copy's being moved in.
 func (s *Store) finishSalvage() error {
 	tmp := s.dir + salvageSuffix
-	if _, err := os.Stat(filepath.Join(tmp, salvagedName)); err != nil {
-		if _, err := os.Stat(tmp); err == nil {
+	complete := exists(filepath.Join(tmp, salvagedName))
+	moving := exists(filepath.Join(tmp, movingName))
+	if !complete && !moving {
+		if exists(tmp) {
 			s.log.Warn("badgerstore: dropping an incomplete copy of a removed store", "dir", tmp)
 			return os.RemoveAll(tmp)
 		}
 		return nil
 	}
 	s.log.Warn("badgerstore: moving the model copied out of a removed directory in place", "dir", s.dir, "from", tmp)
-	if err := os.RemoveAll(s.dir); err != nil {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("finish salvage: %w", err)
 	}
-	if err := os.Rename(tmp, s.dir); err != nil {
+	if complete {
+		ents, err := os.ReadDir(s.dir)
+		if err != nil {
+			return fmt.Errorf("finish salvage: %w", err)
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+					return fmt.Errorf("finish salvage: %w", err)
+				}
+			}
+		}
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("finish salvage: %w", err)
+		}
+		if err := os.Rename(filepath.Join(tmp, salvagedName), filepath.Join(tmp, movingName)); err != nil {
+			return fmt.Errorf("finish salvage: %w", err)
+		}
+		if err := syncDir(tmp); err != nil {
+			return fmt.Errorf("finish salvage: %w", err)
+		}
+	}
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
 		return fmt.Errorf("finish salvage: %w", err)
 	}
-	if err := os.Remove(filepath.Join(s.dir, salvagedName)); err != nil {
+	for _, e := range ents {
+		if e.Name() == movingName {
+			continue
+		}
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(s.dir, e.Name())); err != nil {
+			return fmt.Errorf("finish salvage: %w", err)
+		}
+	}
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("finish salvage: %w", err)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("finish salvage: %w", err)
 	}
 	return syncDir(filepath.Dir(s.dir))
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // writeSynced creates an empty file at path and syncs it and its
