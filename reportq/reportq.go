@@ -22,6 +22,12 @@
 // the reports behind it so that their order is kept. The queue is bounded
 // in reports and bytes: Enqueue returns ErrFull past either bound.
 //
+// A spool directory removed while the queue runs (with the store's
+// directory it lives in by default) is made anew by the next Enqueue,
+// where the directory above it is there again: reports are taken again
+// without a restart, and the ones that waited in the removed directory
+// are lost with it, as the log says.
+//
 // One process owns a spool directory at a time; the queue does not lock
 // it.
 package reportq
@@ -31,6 +37,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -208,6 +215,11 @@ func (q *Queue) Enqueue(ctx context.Context, r Report) (string, error) {
 	q.bytes += size
 	q.mu.Unlock()
 	id, err := q.write(b)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = q.remake(size); err == nil {
+			id, err = q.write(b)
+		}
+	}
 	if err != nil {
 		q.mu.Lock()
 		q.pending--
@@ -220,6 +232,41 @@ func (q *Queue) Enqueue(ctx context.Context, r Report) (string, error) {
 	default:
 	}
 	return id, nil
+}
+
+// remake makes the spool's directory anew after it was removed (with the
+// store's directory it lives in by default, say), so that reports are
+// taken again without a restart, and counts again what waits in it,
+// holding the place of the report of size being enqueued. The directory
+// is made only where its parent still is: a parent removed too is not
+// the queue's to make.
+func (q *Queue) remake(size int64) error {
+	if _, err := os.Stat(filepath.Join(q.dir, "new")); err == nil {
+		return nil
+	}
+	for _, d := range []string{q.dir, filepath.Join(q.dir, "tmp"), filepath.Join(q.dir, "new")} {
+		if err := os.Mkdir(d, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("enqueue: the spool directory was removed, and cannot be made anew: %w", err)
+		}
+	}
+	names, err := q.list()
+	if err != nil {
+		return err
+	}
+	n, waiting := 0, int64(0)
+	for _, name := range names {
+		if fi, err := os.Stat(filepath.Join(q.dir, "new", name)); err == nil {
+			n++
+			waiting += fi.Size()
+		}
+	}
+	q.mu.Lock()
+	lost := q.pending - 1 - n
+	q.pending, q.bytes = n+1, waiting+size
+	q.mu.Unlock()
+	q.opts.Log.Error("reports: the spool directory was removed; made it anew, the reports that waited in it are lost",
+		"dir", q.dir, "lost", max(lost, 0))
+	return nil
 }
 
 // write writes b as a new report file and returns its name. Names sort in

@@ -236,6 +236,47 @@ func TestQueue(t *testing.T) {
 			t.Errorf("oversized: %v", err)
 		}
 	})
+	t.Run("spool removed", func(t *testing.T) {
+		// The spool inside the store's directory, both removed while
+		// reports wait: they are gone, but the queue takes reports
+		// again, and counts only those, once the directory above it is
+		// back; until then, it refuses them.
+		parent := filepath.Join(t.TempDir(), "db")
+		dir := filepath.Join(parent, "reports")
+		q, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := q.Enqueue(ctx, Report{User: "bob", Class: "spam", Message: msg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.RemoveAll(parent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Enqueue(ctx, Report{User: "bob", Class: "ham", Message: msg}); err == nil {
+			t.Fatal("a report queued where no directory is")
+		}
+		if _, err := os.Stat(parent); !os.IsNotExist(err) {
+			t.Fatalf("the queue made the directory above its own: %v", err)
+		}
+		if err := os.Mkdir(parent, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Enqueue(ctx, Report{User: "carol", Class: "ham", Message: msg}); err != nil {
+			t.Fatalf("with the directory above back: %v", err)
+		}
+		if q.Len() != 1 {
+			t.Errorf("%d reports counted waiting, want 1", q.Len())
+		}
+		rc := &recorder{done: make(chan struct{}), want: 1}
+		run(t, q, rc.handle)
+		if got := rc.wait(t); strings.Join(got, " ") != "carol:ham" {
+			t.Errorf("applied %v", got)
+		}
+		waitEmpty(t, q)
+	})
 	t.Run("invalid reports are refused", func(t *testing.T) {
 		dir := t.TempDir()
 		q, err := Open(dir, Options{})
