@@ -753,8 +753,14 @@ func goSafe(log *slog.Logger, name string, errc chan<- error, fn func() error) {
 // healthy checks that the store answers.
 func (d *daemon) healthy(ctx context.Context) error {
 	if hr, ok := d.st.(store.HealthReporter); ok {
-		if err := storeHealthy(hr.Health(), time.Now()); err != nil {
+		h := hr.Health()
+		if err := storeHealthy(h, time.Now()); err != nil {
 			return err
+		}
+		// A failed store refuses reads while it reopens itself, which
+		// storeHealthy gives it failedGrace for.
+		if h.State == store.StateFailed {
+			return nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
