@@ -218,7 +218,7 @@ listen = %q
 func storeLog(log string) string {
 	var out []string
 	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "badgerstore:") || strings.Contains(l, "level=ERROR") && strings.Contains(l, "store") {
+		if strings.Contains(l, "badgerstore:") || strings.Contains(l, "reports: the spool") {
 			out = append(out, l)
 		}
 	}

@@ -56,12 +56,29 @@ func withForged(raw []byte) []byte {
 	return b.Bytes()
 }
 
-// checkAnswer checks the milter's answer (mods, act) to a message that
-// carried the forged fields, under the failure action onError, and
+// spamFields counts the X-Spam* fields of raw's header (the forged ones
+// and any the message carried already), by lower-cased name: the fields
+// the milter must remove.
+func spamFields(raw []byte) map[string]int {
+	head, _, _ := strings.Cut(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n")
+	out := map[string]int{}
+	for _, line := range strings.Split(head, "\n") {
+		name, _, ok := strings.Cut(line, ":")
+		if ok && !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "\t") &&
+			len(name) >= len("x-spam") && strings.EqualFold(name[:len("x-spam")], "x-spam") {
+			out[strings.ToLower(name)]++
+		}
+	}
+	return out
+}
+
+// checkAnswer checks the milter's answer (mods, act) to a message whose
+// header has the X-Spam* fields want (spamFields), forged ones among
+// them, under the failure action onError, and
 // returns its kind: the verdict of a classified message (ham, unsure,
 // spam), "error" for a message accepted unclassified on a failure,
 // "tempfail", or "skipped:REASON" for one left unclassified on purpose.
-func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, onError string) (string, error) {
+func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, want map[string]int, onError string) (string, error) {
 	switch act.Code {
 	case gomilter.ActReplyCode:
 		if onError == "tempfail" && act.SMTPCode == 451 && strings.HasPrefix(act.SMTPText, "4.7.1 ") {
@@ -71,10 +88,6 @@ func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, onError str
 	case gomilter.ActAccept, gomilter.ActContinue:
 	default:
 		return "", fmt.Errorf("answered %q", act.Code)
-	}
-	want := map[string]int{}
-	for _, f := range forged {
-		want[strings.ToLower(f[0])]++
 	}
 	removed := map[string]map[uint32]bool{}
 	var results, flags []string
@@ -95,7 +108,7 @@ func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, onError str
 	for name, n := range want {
 		for i := 1; i <= n; i++ {
 			if !removed[name][uint32(i)] {
-				return "", fmt.Errorf("accepted with forged field %s #%d left in (removed: %v)", name, i, removed)
+				return "", fmt.Errorf("accepted with field %s #%d left in (removed: %v)", name, i, removed)
 			}
 		}
 		delete(removed, name)
@@ -173,9 +186,10 @@ func startMilterLoad(t *testing.T, network, addr string, sessions int, msgs [][]
 	t.Helper()
 	l := &milterLoad{network: network, addr: addr, onError: onError, timeout: 10 * time.Second,
 		stop: make(chan struct{}), kinds: map[string]int{}}
-	forgedMsgs := make([][]byte, len(msgs))
+	forgedMsgs := make([]forgedMessage, len(msgs))
 	for i, m := range msgs {
-		forgedMsgs[i] = withForged(m)
+		raw := withForged(m)
+		forgedMsgs[i] = forgedMessage{raw: raw, fields: spamFields(raw)}
 	}
 	for i := range sessions {
 		l.wg.Add(1)
@@ -193,7 +207,14 @@ func (l *milterLoad) fail(err error) {
 	}
 }
 
-func (l *milterLoad) session(i int, msgs [][]byte) {
+// forgedMessage is a message of the load and the X-Spam* fields of its
+// header.
+type forgedMessage struct {
+	raw    []byte
+	fields map[string]int
+}
+
+func (l *milterLoad) session(i int, msgs []forgedMessage) {
 	defer l.wg.Done()
 	var s *gomilter.ClientSession
 	defer func() {
@@ -218,7 +239,8 @@ func (l *milterLoad) session(i int, msgs [][]byte) {
 			}
 		}
 		start := time.Now()
-		err := sendMessage(s, msgs[n%len(msgs)])
+		m := msgs[n%len(msgs)]
+		err := sendMessage(s, m.raw)
 		var mods []gomilter.ModifyAction
 		var act *gomilter.Action
 		if err == nil {
@@ -238,7 +260,7 @@ func (l *milterLoad) session(i int, msgs [][]byte) {
 			}
 			continue
 		}
-		kind, err := checkAnswer(mods, act, l.onError)
+		kind, err := checkAnswer(mods, act, m.fields, l.onError)
 		if err == nil && elapsed >= l.timeout {
 			err = fmt.Errorf("answered after %v, past the MTA's timeout of %v", elapsed, l.timeout)
 		}
