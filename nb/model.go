@@ -184,17 +184,19 @@ type Params struct {
 // ErrInvalid.
 func (p Params) Validate() error {
 	smooth := []struct {
-		name string
-		v    float64
+		name   string
+		v, def float64
 	}{
-		{"Alpha", p.Alpha},
-		{"PriorAlpha", p.PriorAlpha},
-		{"Lambda", p.Lambda},
-		{"LambdaPrior", p.LambdaPrior},
+		{"Alpha", p.Alpha, defaultAlpha},
+		{"PriorAlpha", p.PriorAlpha, defaultPriorAlpha},
+		{"Lambda", p.Lambda, defaultLambda},
+		{"LambdaPrior", p.LambdaPrior, defaultLambdaPrior},
 	}
 	for _, f := range smooth {
 		if f.v != 0 && !(f.v >= minSmooth && f.v <= maxSmooth) {
-			return fmt.Errorf("%w: %s %v is neither 0 (the default) nor in [%g, %g]", ErrInvalid, f.name, f.v, minSmooth, maxSmooth)
+			// Zero is no one's default but this package's: say what it
+			// stands for here, not what a caller's default may be.
+			return fmt.Errorf("%w: %s %v is not in [%g, %g] (0 means %g)", ErrInvalid, f.name, f.v, minSmooth, maxSmooth, f.def)
 		}
 	}
 	if p.Prior < 0 || int(p.Prior) >= len(priorNames) {

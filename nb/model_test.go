@@ -3,6 +3,7 @@ package nb
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -62,6 +63,25 @@ func TestParamsValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want ok %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestSmoothingMessage checks that the error for a smoothing value out of
+// range says what zero stands for in this package, not that it is a
+// caller's default (the filter's alpha defaults to 0.01, not to 0).
+func TestSmoothingMessage(t *testing.T) {
+	for _, tc := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Alpha: -1}, "Alpha -1 is not in [1e-09, 1e+09] (0 means 1)"},
+		{Params{Lambda: 1e12}, "Lambda 1e+12 is not in [1e-09, 1e+09] (0 means 1000)"},
+		{Params{LambdaPrior: -3}, "(0 means 10)"},
+	} {
+		err := tc.p.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "default") {
+			t.Errorf("Validate(%+v) = %v, want it to say %q", tc.p, err, tc.want)
+		}
 	}
 }
 
