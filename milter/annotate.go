@@ -51,7 +51,7 @@ func Annotate(raw []byte, r Result, class string, spam bool, subjectTag string) 
 	if class != "" {
 		hs = append(hs, [2]string{ClassHeader, class})
 	}
-	for _, h := range append(hs, [2]string{ResultHeader, r.String()}) {
+	for _, h := range append(hs, [2]string{ResultHeader, Fold(r.String(), len(ResultHeader), eol+"\t")}) {
 		b.WriteString(h[0] + ": " + h[1] + eol)
 	}
 	b.Write(rest)

@@ -391,7 +391,12 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 		}
 	}
 	for _, h := range d.headers {
-		if err := mod.AddHeader(h[0], h[1]); err != nil {
+		v := h[1]
+		if h[0] == ResultHeader {
+			// A line feed and a tab fold it; the MTA adds the CR.
+			v = Fold(v, len(h[0]), "\n\t")
+		}
+		if err := mod.AddHeader(h[0], v); err != nil {
 			return err
 		}
 	}

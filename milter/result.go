@@ -44,9 +44,15 @@ const (
 	ReasonHeader = "header"
 )
 
-// maxTokenLen bounds each token listed in the header, in bytes, so the
-// header stays well under the 998-byte line limit.
-const maxTokenLen = 40
+// maxQuotedToken bounds a token listed in the header, quoted, in bytes: a
+// longer one is left out whole, never cut, so that the folded header's
+// every line stays under the 998-byte limit of RFC 5322. Tokens are far
+// shorter (words of at most 40 runes, host names of at most 253 bytes).
+const maxQuotedToken = 900
+
+// foldWidth is the line length Fold keeps to where a line break between
+// two fields or tokens allows it, as mail software folds headers.
+const foldWidth = 78
 
 // Result is what the X-Spamd-Result header says about a message, for
 // example:
@@ -56,7 +62,8 @@ const maxTokenLen = 40
 //	skipped; reason=size
 //
 // Fields are separated by "; ". Tokens are Go-quoted ASCII strings
-// separated by spaces. Readers ignore fields they do not know.
+// separated by spaces, always whole. Readers ignore fields they do not
+// know, and unfold a folded value (Fold).
 type Result struct {
 	// Verdict is the filter's label (the class decided, such as "ham" or
 	// "spam", or "unsure") or "skipped".
@@ -106,7 +113,7 @@ func (r Result) String() string {
 	for _, side := range []struct {
 		name   string
 		tokens []string
-	}{{"spammy", r.Spammy}, {"hammy", r.Hammy}} {
+	}{{"spammy", quotedTokens(r.Spammy)}, {"hammy", quotedTokens(r.Hammy)}} {
 		if len(side.tokens) == 0 {
 			continue
 		}
@@ -117,11 +124,65 @@ func (r Result) String() string {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
-			if len(t) > maxTokenLen {
-				t = strings.ToValidUTF8(t[:maxTokenLen], "")
-			}
-			b.WriteString(strconv.QuoteToASCII(t))
+			b.WriteString(t)
 		}
+	}
+	return b.String()
+}
+
+// quotedTokens quotes the tokens that fit the header, leaving out whole
+// any whose quoted form is longer than maxQuotedToken.
+func quotedTokens(ts []string) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		if q := strconv.QuoteToASCII(t); len(q) <= maxQuotedToken {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// Fold breaks the header value v, to follow a field name of nameLen
+// bytes and ": ", into lines of at most foldWidth bytes where it can,
+// with sep (a line end and a tab) between them. It breaks only at a space
+// outside quotes, so a token is never split; a line longer than the width
+// is one that holds a single long token.
+func Fold(v string, nameLen int, sep string) string {
+	var b strings.Builder
+	b.Grow(len(v) + len(v)/foldWidth*len(sep))
+	col := nameLen + 2
+	quoted, escaped := false, false
+	start := 0 // of the word being read
+	for i := 0; i <= len(v); i++ {
+		if i < len(v) {
+			c := v[i]
+			switch {
+			case escaped:
+				escaped = false
+				continue
+			case quoted && c == '\\':
+				escaped = true
+				continue
+			case c == '"':
+				quoted = !quoted
+				continue
+			case c != ' ' || quoted:
+				continue
+			}
+		}
+		word := v[start:i]
+		if start > 0 {
+			if col+1+len(word) > foldWidth {
+				b.WriteString(sep)
+				col = 1
+			} else {
+				b.WriteByte(' ')
+				col++
+			}
+		}
+		b.WriteString(word)
+		col += len(word)
+		start = i + 1
 	}
 	return b.String()
 }
@@ -129,6 +190,8 @@ func (r Result) String() string {
 // ParseResult reads the value of an X-Spamd-Result header.
 func ParseResult(s string) (Result, error) {
 	var r Result
+	// Unfolding removes the line ends; the white space after each stays.
+	s = strings.NewReplacer("\r\n", "", "\n", "").Replace(s)
 	verdict, rest, _ := strings.Cut(s, ";")
 	r.Verdict = strings.TrimSpace(verdict)
 	// A verdict is a class (ham, spam, or one of the site's), unsure or

@@ -42,14 +42,58 @@ func TestResultRoundTrip(t *testing.T) {
 	}
 }
 
-func TestResultLongTokensCut(t *testing.T) {
-	r := Result{Verdict: "spam", Spammy: []string{strings.Repeat("x", 500), strings.Repeat("é", 100)}}
-	back, err := ParseResult(r.String())
+// TestResultTokensWhole checks that long tokens are listed whole, that
+// the folded header keeps every line under the limit of RFC 5322, and
+// that the folded value reads back as it was.
+func TestResultTokensWhole(t *testing.T) {
+	long := "url:" + strings.Repeat("sub.", 60) + "example.com"
+	r := Result{Verdict: "spam", Spammy: []string{long, strings.Repeat("é", 40), `a "quoted" bigram`, "subject:free"},
+		Hammy: []string{"from:addr:someone.with.a.long.name@lists.example.org", strings.Repeat("x", 2000)}}
+	v := r.String()
+	back, err := ParseResult(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Spammy[0]) != maxTokenLen || back.Spammy[1] != strings.Repeat("é", maxTokenLen/2) {
-		t.Errorf("tokens not cut to %d bytes of whole runes: %q", maxTokenLen, back.Spammy)
+	want := r.Spammy
+	if !reflect.DeepEqual(back.Spammy, want) || !reflect.DeepEqual(back.Hammy, r.Hammy[:1]) {
+		t.Errorf("tokens read back:\n%q\n%q\nwant the spammy ones whole and the 2000-byte one left out", back.Spammy, back.Hammy)
+	}
+	for _, sep := range []string{"\n\t", "\r\n\t"} {
+		folded := Fold(v, len(ResultHeader), sep)
+		lines := strings.Split(folded, sep)
+		if len(lines) < 3 {
+			t.Errorf("not folded: %q", folded)
+		}
+		for i, l := range lines {
+			n := len(l) + 1
+			if i == 0 {
+				n = len(ResultHeader) + 2 + len(l)
+			}
+			// Over the width only where no break is possible: one token.
+			if n > 998 || n > foldWidth && strings.Contains(Fold(l, 0, "|"), "|") {
+				t.Errorf("line %d is %d bytes: %q", i, n, l)
+			}
+		}
+		if strings.ReplaceAll(folded, sep, " ") != v {
+			t.Errorf("folding changed more than white space:\n%s\n%s", folded, v)
+		}
+		again, err := ParseResult(folded)
+		if err != nil || !reflect.DeepEqual(again, back) {
+			t.Errorf("ParseResult of the folded value = %+v, %v", again, err)
+		}
+	}
+}
+
+func TestFold(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"ham; p=0.1", "ham; p=0.1"},
+		{`spam; spammy="` + strings.Repeat("a ", 40) + `" "b"`, `spam;|spammy="` + strings.Repeat("a ", 40) + `"|"b"`},
+		{strings.Repeat("word ", 20) + "end", strings.Repeat("word ", 11) + "word|" + strings.Repeat("word ", 8) + "end"},
+		{`x="a\" b" c`, `x="a\" b" c`},
+	} {
+		if got := Fold(tt.in, len(ResultHeader), "|"); got != tt.want {
+			t.Errorf("Fold(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+		}
 	}
 }
 
