@@ -47,7 +47,9 @@ func otherThanHam(class string) string {
 	return class
 }
 
-// weight is one feature's share of the score.
+// weight is one feature's share of the score, in nats of log-odds (the
+// score's own unit): the features toward a side, and the prior, add up
+// to the score.
 type weight struct {
 	Token  string  `json:"token"`
 	Count  float64 `json:"count"`
@@ -77,7 +79,7 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	a := &classifyArgs{}
 	a.mf.register(fs, true)
 	fs.BoolVar(&a.asJSON, "json", false, "print one JSON object per message")
-	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side")
+	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side, each with its share of the score in nats of log-odds")
 	top := fs.Int("top", 10, "features listed toward each side with -v")
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
 	if err := fs.Parse(args); err != nil {
@@ -211,7 +213,9 @@ func writeJSON(w io.Writer, v any) error {
 
 // writeText prints a classification as one line: path, verdict, spam
 // probability and score, and with more than two classes each class's
-// posterior; then with -v the weightiest features indented.
+// posterior; then with -v the weightiest features indented, each with its
+// share of the score. The score is a natural logarithm of odds, so the
+// shares are in nats: +0.69 doubles the odds of spam.
 func writeText(w io.Writer, c classification) {
 	fmt.Fprintf(w, "%s\t%s\t%.6f\t%+.3f", c.Path, c.Verdict, c.Probability, c.Score)
 	if len(c.Posterior) > 2 {
@@ -234,6 +238,6 @@ func writeText(w io.Writer, c classification) {
 		for i, x := range side.ws {
 			parts[i] = fmt.Sprintf("%s(%+.2f)", x.Token, x.Weight)
 		}
-		fmt.Fprintf(w, "\ttoward %s: %s\n", side.name, strings.Join(parts, " "))
+		fmt.Fprintf(w, "\ttoward %s, in nats of log-odds: %s\n", side.name, strings.Join(parts, " "))
 	}
 }

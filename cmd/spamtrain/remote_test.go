@@ -166,7 +166,7 @@ func TestTrainWhileDaemonRuns(t *testing.T) {
 		t.Errorf("stats: %q", out)
 	}
 	_, out, _ = spamtrain(t, "", "classify", api, "-v", "--top", "2", heldOut)
-	if !strings.Contains(out, "held-out.eml\tham\t") || !strings.Contains(out, "toward spam:") {
+	if !strings.Contains(out, "held-out.eml\tham\t") || !strings.Contains(out, "toward spam, in nats of log-odds:") {
 		t.Errorf("classify -v: %q", out)
 	}
 }
