@@ -6,7 +6,9 @@
 //
 // # Endpoints
 //
-//	GET  /healthz                          {"status":"ok"}, or 503 if the store cannot be read
+//	GET  /healthz                          {"status":"ok"}; {"status":"degraded","reason":"…"} while the
+//	                                       store is read-only or the global model has learned fewer than
+//	                                       min_trained messages of spam or ham; 503 if the store cannot be read
 //	GET  /v1/stats                         Stats: messages and tokens per user and class
 //	POST /v1/classify?user=U&explain=N     the message as the body → Verdict
 //	POST /v1/learn?user=U&class=C          the message as the body → TrainResult

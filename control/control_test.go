@@ -145,6 +145,45 @@ func (fx *fixture) post(t *testing.T, path string, body []byte) (int, map[string
 	return resp.StatusCode, out
 }
 
+// TestHealthUndertrained checks that /healthz says degraded, and why,
+// while the global model is under min_trained, and ok once it is not.
+func TestHealthUndertrained(t *testing.T) {
+	fx := newFixture(t, Options{})
+	health := func() map[string]any {
+		hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", fx.sock)
+		}}}
+		resp, err := hc.Get("http://spamd/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("status %d: mail is still classified, so the daemon is not down", resp.StatusCode)
+		}
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := health()
+	if got["status"] != "degraded" || !strings.Contains(fmt.Sprint(got["reason"]), "0 spam and 0 ham messages, fewer than min_trained (10)") {
+		t.Errorf("empty model: %v", got)
+	}
+	if err := fx.client.Health(context.Background()); err != nil {
+		t.Errorf("Client.Health of a degraded daemon: %v", err)
+	}
+	fx.trainAll(t, "bob")
+	if got := health(); got["status"] != "degraded" {
+		t.Errorf("only a user's model trained: %v", got)
+	}
+	fx.trainAll(t, "")
+	if got := health(); got["status"] != "ok" || got["reason"] != nil {
+		t.Errorf("trained: %v", got)
+	}
+}
+
 func TestTrainAndClassify(t *testing.T) {
 	fx := newFixture(t, Options{})
 	ctx := context.Background()

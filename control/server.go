@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -285,20 +286,48 @@ func (s *Server) withBody(r *http.Request, training bool) (release func(), err e
 func (s *Server) health(_ http.ResponseWriter, r *http.Request) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	st := s.Filter().Store()
+	f := s.Filter()
+	st := f.Store()
+	var degraded []string
 	if hr, ok := st.(store.HealthReporter); ok {
 		switch h := hr.Health(); h.State {
 		case store.StateFailed:
 			return nil, retryLater(fmt.Errorf("store failed: %s", h.Reason), faultWait)
 		case store.StateDegraded:
 			// Mail is still classified; training waits.
-			return map[string]string{"status": "degraded", "reason": h.Reason}, nil
+			degraded = append(degraded, h.Reason)
 		}
 	}
-	if _, err := st.Totals(ctx, ""); err != nil {
+	t, err := st.Totals(ctx, "")
+	if err != nil {
 		return nil, retryLater(fmt.Errorf("store: %w", err), faultWait)
 	}
+	if why := undertrained(f.Config(), t); why != "" {
+		degraded = append(degraded, why)
+	}
+	if len(degraded) > 0 {
+		return map[string]string{"status": "degraded", "reason": strings.Join(degraded, "; ")}, nil
+	}
 	return map[string]string{"status": "ok"}, nil
+}
+
+// undertrained says why the global model t judges every message unsure,
+// "" when it has learned min_trained messages of spam and of ham. The
+// daemon works, but a model of too few messages filters nothing: the
+// first thing an administrator must hear.
+func undertrained(c filter.Config, t store.Totals) string {
+	n := func(class string) uint64 {
+		if i := t.Index(class); i >= 0 {
+			return t.Messages[i]
+		}
+		return 0
+	}
+	pos, neg := n(c.Positive), n(c.Negative)
+	if pos >= uint64(c.MinTrained) && neg >= uint64(c.MinTrained) {
+		return ""
+	}
+	return fmt.Sprintf("the global model has learned %d %s and %d %s messages, fewer than min_trained (%d) of each: every verdict is unsure until it learns more (spamtrain train)",
+		pos, c.Positive, neg, c.Negative, c.MinTrained)
 }
 
 // stats describes the store: every model to a peer that reads all, else
