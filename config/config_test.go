@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -413,5 +414,38 @@ func TestText(t *testing.T) {
 	c.Store.Redis.Password = Hidden
 	if !reflect.DeepEqual(back, c) {
 		t.Errorf("read back as\n%+v\nwant\n%+v", back, c)
+	}
+}
+
+// TestChanged checks that a reload can name the keys that changed, and
+// only those.
+func TestChanged(t *testing.T) {
+	base := Default(func(string) string { return "" })
+	for _, tt := range []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"nothing", "", nil},
+		{"same as the default", "[milter]\nexplain = 3\n", nil},
+		{"one key", "[milter]\nexplain = 5\n", []string{"milter.explain"}},
+		{"several sections", "[actions]\nsubject_tag = \"[SPAM]\"\n[store.redis]\npassword = \"secret\"\n[milter]\nread_timeout = \"1m\"\n",
+			[]string{"actions.subject_tag", "milter.read_timeout", "store.redis.password"}},
+		{"a list", "[milter]\ntrusted_networks = [\"10.0.0.0/8\"]\n", []string{"milter.trusted_networks"}},
+		{"the filter table", "[filter]\nalpha = 0.1\n", []string{"filter.alpha"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Decode(strings.NewReader(tt.doc), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Changed(base, c)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Changed = %q, want %q", got, tt.want)
+			}
+			if back := Changed(c, base); !slices.Equal(back, tt.want) {
+				t.Errorf("Changed back = %q, want %q", back, tt.want)
+			}
+		})
 	}
 }

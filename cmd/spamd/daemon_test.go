@@ -357,6 +357,9 @@ func TestReloadAndStop(t *testing.T) {
 	}
 	replaceFile(t, path, doc("reject = true\nreject_score = 0.0\nreject_text = \"Go away\""))
 	reloaded(1)
+	if want := `changed="[actions.reject actions.reject_score actions.reject_text]"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the reload does not say what changed (%s):\n%s", want, logs.String())
+	}
 	if got := message(); got != "550 5.7.1 Go away" {
 		t.Errorf("after saving the file, on the same connection: %s", got)
 	}

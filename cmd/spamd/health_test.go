@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -23,5 +24,18 @@ func TestStoreHealthy(t *testing.T) {
 		if err := storeHealthy(tt.h, now); (err == nil) != tt.ok {
 			t.Errorf("%s: %v", tt.name, err)
 		}
+	}
+}
+
+// TestSplitRestart checks which changed keys a reload applies and which
+// wait for a restart.
+func TestSplitRestart(t *testing.T) {
+	applied, later := splitRestart([]string{"actions.subject_tag", "api.admins", "filter.alpha", "log.format", "log.level",
+		"milter.explain", "milter.listen", "store.redis.password", "watch.junk"})
+	if want := []string{"actions.subject_tag", "filter.alpha", "log.level", "milter.explain"}; !slices.Equal(applied, want) {
+		t.Errorf("applied %q, want %q", applied, want)
+	}
+	if want := []string{"api.admins", "log.format", "milter.listen", "store.redis.password", "watch.junk"}; !slices.Equal(later, want) {
+		t.Errorf("on restart %q, want %q", later, want)
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -91,8 +92,9 @@ func (d *daemon) reload(why string) {
 	}
 	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist})
 	d.level.Set(logLevel(cfg.Log.Level))
-	for _, c := range restartOnly(d.cfg, cfg) {
-		d.log.Warn("spamd: setting changed, takes effect on restart", "setting", c)
+	applied, later := splitRestart(config.Changed(d.cfg, cfg))
+	if len(later) > 0 {
+		d.log.Warn("spamd: settings changed that take effect on restart", "keys", later)
 	}
 	d.cfg, d.raw = cfg, raw
 	// In force now: what a reload applies from cfg, the rest as it runs
@@ -103,31 +105,24 @@ func (d *daemon) reload(why string) {
 	shown.Milter.Listen, shown.Milter.ShutdownTimeout = listen, shutdown
 	d.current.Store(&shown)
 	d.met.reloads.WithLabelValues("ok").Inc()
-	d.log.Info("spamd: configuration reloaded", "why", why, "path", d.path)
+	d.log.Info("spamd: configuration reloaded", "why", why, "path", d.path, "changed", applied)
 }
 
-// restartOnly names the settings that differ between a and b and that
-// only a restart applies.
-func restartOnly(a, b config.Config) []string {
-	var out []string
-	for _, c := range []struct {
-		name string
-		a, b any
-	}{
-		{"milter.listen", a.Milter.Listen, b.Milter.Listen},
-		{"milter.shutdown_timeout", a.Milter.ShutdownTimeout, b.Milter.ShutdownTimeout},
-		{"[store]", a.Store, b.Store},
-		{"[api]", a.API, b.API},
-		{"[metrics]", a.Metrics, b.Metrics},
-		{"[reports]", a.Reports, b.Reports},
-		{"[watch]", a.Watch, b.Watch},
-		{"[history]", a.History, b.History},
-		{"[console]", a.Console, b.Console},
-		{"log.format", a.Log.Format, b.Log.Format},
-	} {
-		if !reflect.DeepEqual(c.a, c.b) {
-			out = append(out, c.name)
+// restartOnly are the keys, and the sections whose every key, only a
+// restart applies: listeners, the store and what is built on it at
+// start.
+var restartOnly = []string{"milter.listen", "milter.shutdown_timeout", "store.", "api.", "metrics.", "reports.", "watch.", "history.", "console.", "log.format"}
+
+// splitRestart splits changed keys into those a reload applied and those
+// that wait for a restart.
+func splitRestart(changed []string) (applied, later []string) {
+	applied, later = []string{}, []string{}
+	for _, k := range changed {
+		if slices.ContainsFunc(restartOnly, func(p string) bool { return k == p || strings.HasSuffix(p, ".") && strings.HasPrefix(k, p) }) {
+			later = append(later, k)
+		} else {
+			applied = append(applied, k)
 		}
 	}
-	return out
+	return applied, later
 }
