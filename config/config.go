@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -75,6 +76,9 @@ type Config struct {
 	Console Console `toml:"console"`
 	// Log is the daemon's log.
 	Log Log `toml:"log"`
+	// Prefs holds the preferences that differ by recipient: per user,
+	// per domain, and the sender lists.
+	Prefs Prefs `toml:"prefs"`
 	// Filter holds the [filter] table: filter settings by the names
 	// `spamtrain settings` lists, each value as text (numbers formatted
 	// as Go does, booleans as true/false). Unset keys keep the filter's
@@ -434,6 +438,66 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
+// Prefs configures what differs by recipient. Each recipient's setting
+// is its user's, else its domain's, else the site's: [actions], the
+// filter's required score, and the lists here. Users are named as
+// [milter] users names them (the address, under "global" too); a domain
+// is the recipient address's, lower-cased.
+type Prefs struct {
+	// Allow lists senders whose mail is ham for every recipient, unless
+	// the recipient's user or domain lists them: an address, a domain
+	// (for every address in it), or a glob (*@*.example.org). An entry
+	// matches only when the envelope sender and every From: address
+	// match it, and, with AuthservID, when the From: domain is
+	// authenticated: From: alone is forged at will.
+	Allow []string `toml:"allow"`
+	// Deny lists senders whose mail is spam for every recipient, unless
+	// the recipient's user or domain lists them: it matches the envelope
+	// sender or any From: address, since a forged one harms only the
+	// forger.
+	Deny []string `toml:"deny"`
+	// AuthservID is the authserv-id of the Authentication-Results fields
+	// this site's own MTA or milters add (OpenDKIM, OpenDMARC). When set,
+	// an allow entry matches only mail whose From: domain such a field
+	// says passed DMARC, DKIM (header.d the domain or a parent of it) or
+	// SPF (smtp.mailfrom in the domain). Fields with this id arriving
+	// from outside must be removed before spamd sees them.
+	AuthservID string `toml:"authserv_id"`
+	// File keeps the preferences set through the API (PUT /v1/prefs),
+	// which take precedence over this file's for the same user or
+	// domain, key by key. Default: prefs.json in store.dir.
+	File string `toml:"file"`
+	// Domain holds preferences by recipient domain.
+	Domain map[string]Pref `toml:"domain"`
+	// User holds preferences by user name.
+	User map[string]Pref `toml:"user"`
+}
+
+// Pref is one user's or one domain's preferences. A key left out is the
+// next level's: the domain's for a user, the site's for a domain.
+type Pref struct {
+	// Required is the score (spam log-odds) from which mail is spam;
+	// between the filter's unsure_low and it, mail is unsure.
+	Required *float64 `toml:"required" json:"required,omitempty"`
+	// SubjectTag is put before the Subject of spam; "" tags nothing.
+	SubjectTag *string `toml:"subject_tag" json:"subject_tag,omitempty"`
+	// RejectScore is the score from which spam is rejected when Action
+	// is reject.
+	RejectScore *float64 `toml:"reject_score" json:"reject_score,omitempty"`
+	// Action is what spam gets: "tag" (delivered with the headers and
+	// the subject tag), "quarantine" (held), or "reject" (rejected from
+	// RejectScore; below it held if [actions] quarantine_spam, else
+	// tagged).
+	Action string `toml:"action" json:"action,omitempty"`
+	// Allow and Deny list senders as Prefs.Allow and Prefs.Deny do, for
+	// this user or domain; they are checked before the next level's.
+	Allow []string `toml:"allow" json:"allow,omitempty"`
+	Deny  []string `toml:"deny" json:"deny,omitempty"`
+}
+
+// SpamActions are the values of Pref.Action.
+var SpamActions = []string{"tag", "quarantine", "reject"}
+
 // Duration is a time.Duration written as "30s", "5m" or "1h30m".
 type Duration struct{ time.Duration }
 
@@ -511,6 +575,7 @@ func Default(getenv func(string) string) Config {
 		Metrics:   Metrics{Listen: "127.0.0.1:11334"},
 		History:   History{Size: 1000, MessageMB: 32, Persist: true},
 		Log:       Log{Level: "info", Format: "text"},
+		Prefs:     Prefs{Allow: []string{}, Deny: []string{}},
 		Filter:    map[string]string{},
 	}
 }
@@ -769,7 +834,7 @@ func (c Config) Validate() error {
 			return bad("watch.trash", "%q is not a folder's directory name", t)
 		}
 	}
-	if d := c.Watch.Domain; d != "" && (strings.ContainsAny(d, "@") || store.ValidUser("a@"+d) != nil || d != strings.ToLower(d)) {
+	if d := c.Watch.Domain; d != "" && ValidDomain(d) != nil {
 		return bad("watch.domain", "%q is not a lower-case mail domain", d)
 	}
 	if c.Watch.Rescan.Duration < time.Second {
@@ -808,7 +873,109 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return bad("log.format", "want text or json, not %q", c.Log.Format)
 	}
+	return c.Prefs.validate(bad)
+}
+
+// validate checks the preferences, reporting through bad.
+func (p Prefs) validate(bad func(key, format string, args ...any) error) error {
+	if err := ValidateList(p.Allow); err != nil {
+		return bad("prefs.allow", "%v", err)
+	}
+	if err := ValidateList(p.Deny); err != nil {
+		return bad("prefs.deny", "%v", err)
+	}
+	if p.AuthservID != "" && (strings.ContainsAny(p.AuthservID, " \t;()\"") || !isPrint(p.AuthservID)) {
+		return bad("prefs.authserv_id", "%q is not an authserv-id", p.AuthservID)
+	}
+	if p.File != "" && !filepath.IsAbs(p.File) {
+		return bad("prefs.file", "must be an absolute path, not %q", p.File)
+	}
+	for _, d := range slices.Sorted(maps.Keys(p.Domain)) {
+		if err := ValidDomain(d); err != nil {
+			return bad("prefs.domain", "%v", err)
+		}
+		if key, err := p.Domain[d].Validate(); err != nil {
+			return bad(fmt.Sprintf("prefs.domain.%q.%s", d, key), "%v", err)
+		}
+	}
+	for _, u := range slices.Sorted(maps.Keys(p.User)) {
+		if err := store.ValidUser(u); err != nil || u == "" || u != strings.ToLower(u) {
+			return bad("prefs.user", "%q is not a lower-case user name", u)
+		}
+		if key, err := p.User[u].Validate(); err != nil {
+			return bad(fmt.Sprintf("prefs.user.%q.%s", u, key), "%v", err)
+		}
+	}
 	return nil
+}
+
+// Validate reports the first key of p whose value is out of range, and
+// what is wrong with it.
+func (p Pref) Validate() (key string, err error) {
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{"required", p.Required}, {"reject_score", p.RejectScore}} {
+		if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+			return f.key, fmt.Errorf("must be a finite number, not %v", *f.v)
+		}
+	}
+	if p.SubjectTag != nil {
+		if err := replyText(*p.SubjectTag); err != nil {
+			return "subject_tag", err
+		}
+	}
+	if p.Action != "" && !slices.Contains(SpamActions, p.Action) {
+		return "action", fmt.Errorf("want tag, quarantine or reject, not %q", p.Action)
+	}
+	if err := ValidateList(p.Allow); err != nil {
+		return "allow", err
+	}
+	if err := ValidateList(p.Deny); err != nil {
+		return "deny", err
+	}
+	return "", nil
+}
+
+// maxListEntries bounds a sender list: it is matched against every
+// message.
+const maxListEntries = 10000
+
+// ValidateList checks a sender list: each entry an address, a domain or
+// a glob of either (path.Match's syntax), at most 254 bytes of printable
+// ASCII without spaces.
+func ValidateList(l []string) error {
+	if len(l) > maxListEntries {
+		return fmt.Errorf("%d entries, more than %d", len(l), maxListEntries)
+	}
+	for _, e := range l {
+		if e == "" || len(e) > 254 || strings.ContainsAny(e, " \t/") || !isPrint(e) || strings.Count(e, "@") > 1 {
+			return fmt.Errorf("%q is not an address, a domain or a glob of either", e)
+		}
+		if _, err := path.Match(e, ""); err != nil {
+			return fmt.Errorf("%q: %v", e, err)
+		}
+	}
+	return nil
+}
+
+// ValidDomain checks a mail domain: lower-case, no '@', a valid part of
+// a user name.
+func ValidDomain(d string) error {
+	if d == "" || strings.ContainsAny(d, "@") || store.ValidUser("a@"+d) != nil || d != strings.ToLower(d) {
+		return fmt.Errorf("%q is not a lower-case mail domain", d)
+	}
+	return nil
+}
+
+// isPrint reports whether s is printable ASCII.
+func isPrint(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // validate checks the settings of the Redis backend, reporting through

@@ -90,12 +90,49 @@ func documents(t *testing.T, secs map[string][]string, sec string, typ reflect.T
 			documents(t, secs, sec+"."+key, f.Type)
 			continue
 		}
+		if f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct {
+			// A table of tables is shown by a commented example of one,
+			// which must name every key of its entries.
+			t.Run(sec+"."+key, func(t *testing.T) {
+				example := examples(secs[sec], sec+"."+key)
+				if example == nil {
+					t.Fatalf("config.toml shows no example [%s.%s.NAME]", sec, key)
+				}
+				et := f.Type.Elem()
+				for k := range et.NumField() {
+					if name := et.Field(k).Tag.Get("toml"); !slices.ContainsFunc(example, func(l string) bool { return strings.HasPrefix(l, name+" = ") }) {
+						t.Errorf("the example [%s.%s.NAME] does not show %s", sec, key, name)
+					}
+				}
+			})
+			continue
+		}
 		t.Run(sec+"."+key, func(t *testing.T) {
 			if _, ok := hasKey(secs[sec], key); !ok {
 				t.Errorf("config.toml does not document %s.%s", sec, key)
 			}
 		})
 	}
+}
+
+// examples returns the lines of the commented example tables of lines
+// whose headers start with "# [table.", uncommented; nil if there is none.
+func examples(lines []string, table string) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "# ["+table+"."):
+			in = true
+		case in && strings.HasPrefix(l, "# ["):
+			in = false
+		case in && strings.HasPrefix(l, "# "):
+			out = append(out, strings.TrimPrefix(l, "# "))
+		case in:
+			in = false
+		}
+	}
+	return out
 }
 
 // TestShippedFilterTable checks that [filter] lists every filter setting
@@ -177,6 +214,9 @@ loss = [[0, 1, 1, 1], [20, 0, 20, 1], [1, 1, 0, 1], [20, 1, 20, 0.5]]
 	if want := map[string]string{"newsletter": "tag", "phishing": "reject"}; !reflect.DeepEqual(c.Actions.Classes, want) {
 		t.Errorf("actions.classes %v, want %v", c.Actions.Classes, want)
 	}
+	if c.Prefs.User != nil || c.Prefs.Domain != nil {
+		t.Errorf("prefs: %+v", c.Prefs)
+	}
 	want := map[string]string{"alpha": "0.5", "stem": "false", "counts": "boolean", "top": "20",
 		"classes": "ham+spam+newsletter+phishing", "spam_classes": "spam+phishing",
 		"loss": "0 1 1 1; 20 0 20 1; 1 1 0 1; 20 1 20 0.5"}
@@ -255,6 +295,19 @@ func TestDecodeErrors(t *testing.T) {
 		{"console without a token", "[console]\nenabled = true\nlisten = \"127.0.0.1:11335\"", "api.token_file"},
 		{"console not loopback", "[console]\nenabled = true\nlisten = \"0.0.0.0:11335\"\n[api]\ntoken_file = \"/t\"", "console.listen"},
 		{"not toml", "[store\n", "invalid configuration"},
+		{"allow entry with a space", "[prefs]\nallow = [\"a b@example.org\"]", "prefs.allow"},
+		{"deny glob broken", "[prefs]\ndeny = [\"[a@example.org\"]", "prefs.deny"},
+		{"two @", "[prefs]\ndeny = [\"a@b@example.org\"]", "prefs.deny"},
+		{"authserv-id with ;", "[prefs]\nauthserv_id = \"mx;x\"", "prefs.authserv_id"},
+		{"relative prefs file", "[prefs]\nfile = \"prefs.json\"", "prefs.file"},
+		{"upper-case domain", "[prefs.domain.\"Example.org\"]\nrequired = 1.0", "prefs.domain"},
+		{"domain with @", "[prefs.domain.\"a@example.org\"]\nrequired = 1.0", "prefs.domain"},
+		{"upper-case user", "[prefs.user.\"Alice@example.org\"]\nrequired = 1.0", "prefs.user"},
+		{"unknown action", "[prefs.user.\"alice@example.org\"]\naction = \"discard\"", `prefs.user."alice@example.org".action`},
+		{"infinite required", "[prefs.domain.\"example.org\"]\nrequired = inf", `prefs.domain."example.org".required`},
+		{"tag with %", "[prefs.user.\"bob\"]\nsubject_tag = \"100%\"", `prefs.user."bob".subject_tag`},
+		{"user allow entry", "[prefs.user.\"bob\"]\nallow = [\"\"]", `prefs.user."bob".allow`},
+		{"unknown pref key", "[prefs.user.\"bob\"]\nthreshold = 5.0", `unknown key "prefs.user.bob.threshold"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Decode(strings.NewReader(tt.doc), Default(noEnv))
@@ -447,5 +500,37 @@ func TestChanged(t *testing.T) {
 				t.Errorf("Changed back = %q, want %q", back, tt.want)
 			}
 		})
+	}
+}
+
+// TestShippedPrefsExample checks that the commented example tables of
+// [prefs] in the shipped file, uncommented, are a valid configuration
+// that says what the comments say.
+func TestShippedPrefsExample(t *testing.T) {
+	lines := sections(t)["prefs"]
+	var doc strings.Builder
+	in := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "# [prefs."):
+			in = true
+		case in && (l == "#" || !strings.HasPrefix(l, "# ")):
+			in = false
+			continue
+		}
+		if in {
+			doc.WriteString(strings.TrimPrefix(l, "# ") + "\n")
+		}
+	}
+	c, err := Decode(strings.NewReader(doc.String()), Default(noEnv))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, doc.String())
+	}
+	d, u := c.Prefs.Domain["example.org"], c.Prefs.User["alice@example.org"]
+	if d.Required == nil || *d.Required != 4 || d.Action != "quarantine" || !slices.Equal(d.Allow, []string{"*@partner.example"}) {
+		t.Errorf("domain: %+v", d)
+	}
+	if u.SubjectTag == nil || *u.SubjectTag != "" || u.Action != "reject" || u.RejectScore == nil || *u.RejectScore != 8 {
+		t.Errorf("user: %+v", u)
 	}
 }

@@ -16,6 +16,9 @@
 //	POST /v1/train?user=U                  TrainRequest (a batch, JSON) → TrainResponse
 //	POST /v1/report?user=U&class=C[&source=S]  the message as the body → 202 ReportResponse
 //	GET  /v1/history?limit=N&before=ID&after=ID&user=U&verdict=V  History: the milter's latest verdicts
+//	GET  /v1/prefs?user=U[&domain=D]       Prefs: what applies to the user's mail, and from where
+//	GET  /v1/prefs?domain=D                Prefs of a domain (administrators)
+//	PUT  /v1/prefs?user=U|domain=D         a config.Pref (JSON) → Prefs; {} removes what the API set
 //
 // user defaults to the global model (""); class is any class the filter
 // is configured with. A report says that the message belongs to class
@@ -47,7 +50,9 @@
 // every virtual user, which names the user it reports for. Over TCP every
 // request but /healthz must carry "Authorization: Bearer TOKEN", compared
 // in constant time; the token holder may train and read any model. User
-// names must pass store.ValidUser.
+// names must pass store.ValidUser. Preferences (/v1/prefs) are a user's
+// as their model is: a peer reads and sets those of the user named like
+// its account, and only peers that read every model touch a domain's.
 //
 // # Limits
 //

@@ -14,14 +14,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
+	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -463,14 +467,15 @@ func TestPeerCredentials(t *testing.T) {
 		report    int
 		classify  int // with user's model
 		users     int // models in /v1/stats
+		prefs     int // setting and reading user's preferences
 	}{
-		{"own model", nil, nil, nobody, http.StatusOK, http.StatusAccepted, http.StatusOK, 2},
-		{"another user's model", nil, nil, "bob@example.org", http.StatusForbidden, http.StatusForbidden, http.StatusForbidden, 2},
-		{"the global model", nil, nil, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2},
-		{"admin: another user's model", []string{nobody}, nil, "bob@example.org", http.StatusOK, http.StatusAccepted, http.StatusOK, 3},
-		{"admin: the global model", []string{nobody}, nil, "", http.StatusOK, http.StatusBadRequest, http.StatusOK, 3},
-		{"reporter: reports for another user, trains nothing", nil, []string{nobody}, "bob@example.org", http.StatusForbidden, http.StatusAccepted, http.StatusForbidden, 2},
-		{"reporter: never the global model", nil, []string{nobody}, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2},
+		{"own model", nil, nil, nobody, http.StatusOK, http.StatusAccepted, http.StatusOK, 2, http.StatusOK},
+		{"another user's model", nil, nil, "bob@example.org", http.StatusForbidden, http.StatusForbidden, http.StatusForbidden, 2, http.StatusForbidden},
+		{"the global model", nil, nil, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2, http.StatusBadRequest},
+		{"admin: another user's model", []string{nobody}, nil, "bob@example.org", http.StatusOK, http.StatusAccepted, http.StatusOK, 3, http.StatusOK},
+		{"admin: the global model", []string{nobody}, nil, "", http.StatusOK, http.StatusBadRequest, http.StatusOK, 3, http.StatusBadRequest},
+		{"reporter: reports for another user, trains nothing", nil, []string{nobody}, "bob@example.org", http.StatusForbidden, http.StatusAccepted, http.StatusForbidden, 2, http.StatusForbidden},
+		{"reporter: never the global model", nil, []string{nobody}, "", http.StatusForbidden, http.StatusBadRequest, http.StatusOK, 2, http.StatusBadRequest},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			q, err := reportq.Open(t.TempDir(), reportq.Options{})
@@ -485,7 +490,7 @@ func TestPeerCredentials(t *testing.T) {
 			hist.Add(history.Entry{Verdict: "spam", Recipients: []string{nobody + "@example.org", "bob@example.org"}, Users: []string{nobody, "bob@example.org"}}, nil)
 			hist.Add(history.Entry{Verdict: "ham", Recipients: []string{"bob@example.org"}, Users: []string{"bob@example.org"}}, nil)
 			hist.Add(history.Entry{Verdict: "ham", Recipients: []string{"x@example.org"}, Users: []string{""}}, nil)
-			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue, History: hist})
+			fx := newFixture(t, Options{Admins: tt.admins, Reporters: tt.reporters, Enqueue: q.Enqueue, History: hist, Prefs: newTestPrefs(t)})
 			// Models the child process may or may not see: the global one,
 			// bob's, and its own.
 			for _, u := range []string{"", "bob@example.org", nobody} {
@@ -512,6 +517,7 @@ func TestPeerCredentials(t *testing.T) {
 			var got struct {
 				Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int
 				History, HistoryRcpts, HistoryOther                          int
+				SetPrefs, GetPrefs, SetDomain                                int
 			}
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
@@ -536,6 +542,12 @@ func TestPeerCredentials(t *testing.T) {
 			if got.History != want.n || got.HistoryRcpts != want.rcpts || got.HistoryOther != want.other {
 				t.Errorf("history: %d entries with %d recipients, bob's %d; want %d, %d, %d",
 					got.History, got.HistoryRcpts, got.HistoryOther, want.n, want.rcpts, want.other)
+			}
+			if got.SetPrefs != tt.prefs || got.GetPrefs != tt.prefs {
+				t.Errorf("set preferences %d, read them %d; want %d", got.SetPrefs, got.GetPrefs, tt.prefs)
+			}
+			if want := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[len(tt.admins) > 0]; got.SetDomain != want {
+				t.Errorf("set a domain's preferences %d, want %d", got.SetDomain, want)
 			}
 			if want := map[bool]int{true: 1}[tt.report == http.StatusAccepted]; q.Len() != want {
 				t.Errorf("%d reports queued, want %d", q.Len(), want)
@@ -601,9 +613,14 @@ func TestHelperPeer(t *testing.T) {
 		rcpts += len(e.Recipients)
 	}
 	_, oerr := c.History(ctx, HistoryQuery{User: "bob@example.org"})
+	required := 5.0
+	_, perr := c.SetPrefs(ctx, user, "", config.Pref{Required: &required})
+	_, gperr := c.Prefs(ctx, user, "")
+	_, dperr := c.SetPrefs(ctx, "", "example.org", config.Pref{Action: "quarantine"})
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
 		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr),
-		"History": len(h.Entries), "HistoryRcpts": rcpts, "HistoryOther": status(oerr)})
+		"History": len(h.Entries), "HistoryRcpts": rcpts, "HistoryOther": status(oerr),
+		"SetPrefs": status(perr), "GetPrefs": status(gperr), "SetDomain": status(dperr)})
 	io.WriteString(os.Stdout, "\n")
 }
 
@@ -696,4 +713,117 @@ func TestReportEndpoint(t *testing.T) {
 			t.Errorf("status %d, want 404", status)
 		}
 	})
+}
+
+// testPrefs keeps preferences as the daemon does: the API's layer in a
+// file, over the site's settings.
+type testPrefs struct {
+	mu   sync.Mutex
+	file *prefs.File
+	site prefs.Site
+	book *prefs.Book
+}
+
+func newTestPrefs(t testing.TB) *testPrefs {
+	pf, err := prefs.OpenFile(filepath.Join(t.(interface{ TempDir() string }).TempDir(), "prefs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := prefs.SiteOf(3, config.Actions{SubjectTag: "[SPAM]", RejectScore: 10}, config.Prefs{})
+	file := prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}}
+	return &testPrefs{file: pf, site: site, book: prefs.New(site, file, pf.Layer())}
+}
+
+func (p *testPrefs) Book() *prefs.Book {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.book
+}
+
+func (p *testPrefs) SetUser(user string, pref config.Pref) error {
+	return p.set(func() (prefs.Layer, error) { return p.file.SetUser(user, pref) })
+}
+
+func (p *testPrefs) SetDomain(domain string, pref config.Pref) error {
+	return p.set(func() (prefs.Layer, error) { return p.file.SetDomain(domain, pref) })
+}
+
+func (p *testPrefs) set(change func() (prefs.Layer, error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, err := change()
+	if err == nil {
+		p.book = p.book.WithAPI(l)
+	}
+	return err
+}
+
+// TestPrefsEndpoint sets and reads preferences through the API, and
+// checks what is refused.
+func TestPrefsEndpoint(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPrefs(t)
+	fx := newFixture(t, Options{Prefs: tp})
+	got, err := fx.client.Prefs(ctx, "alice@example.org", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Prefs{User: "alice@example.org", Domain: "example.org", Required: 3, SubjectTag: "[SPAM]", RejectScore: 10, Action: "quarantine",
+		Source: map[string]prefs.Level{"required": prefs.Global, "subject_tag": prefs.Global, "reject_score": prefs.Global, "action": prefs.Domain}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("before: %+v\nwant %+v", got, want)
+	}
+	required, tag := 4.5, ""
+	got, err = fx.client.SetPrefs(ctx, "alice@example.org", "", config.Pref{Required: &required, SubjectTag: &tag, Deny: []string{"*@spam.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Required != 4.5 || got.SubjectTag != "" || got.Source["required"] != prefs.User || got.Action != "quarantine" ||
+		!slices.Equal(got.Set.Deny, []string{"*@spam.example"}) {
+		t.Errorf("after setting: %+v", got)
+	}
+	if l, ok := tp.Book().For("alice@example.org", "example.org").Listed(prefs.Sender{Envelope: "x@spam.example"}); !ok || l.Level != prefs.User {
+		t.Errorf("the deny list set is not in force: %+v %v", l, ok)
+	}
+	// A user named by local part gets its domain from the request.
+	if got, err := fx.client.Prefs(ctx, "bob", "example.org"); err != nil || got.Action != "quarantine" {
+		t.Errorf("bob at example.org: %+v, %v", got, err)
+	}
+	if _, err := fx.client.SetPrefs(ctx, "alice@example.org", "", config.Pref{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fx.client.Prefs(ctx, "alice@example.org", ""); got.Required != 3 || got.Set.Required != nil {
+		t.Errorf("after clearing: %+v", got)
+	}
+	for _, tt := range []struct {
+		name, path, body string
+		status           int
+	}{
+		{"unknown key", "/v1/prefs?user=alice@example.org", `{"threshold":1}`, http.StatusBadRequest},
+		{"bad action", "/v1/prefs?user=alice@example.org", `{"action":"discard"}`, http.StatusBadRequest},
+		{"bad entry", "/v1/prefs?user=alice@example.org", `{"allow":["a b"]}`, http.StatusBadRequest},
+		{"not JSON", "/v1/prefs?user=alice@example.org", `required=1`, http.StatusBadRequest},
+		{"nobody named", "/v1/prefs", `{}`, http.StatusBadRequest},
+		{"upper-case user", "/v1/prefs?user=Alice@example.org", `{}`, http.StatusBadRequest},
+		{"bad domain", "/v1/prefs?domain=a@b", `{}`, http.StatusBadRequest},
+	} {
+		req, _ := http.NewRequest(http.MethodPut, "http://spamd"+tt.path, strings.NewReader(tt.body))
+		hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", fx.sock)
+		}}}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: %d, want %d", tt.name, resp.StatusCode, tt.status)
+		}
+	}
+	// Without preferences the endpoint is not there.
+	bare := newFixture(t, Options{})
+	var e *Error
+	if _, err := bare.client.Prefs(ctx, "alice@example.org", ""); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+		t.Errorf("without preferences: %v", err)
+	}
 }

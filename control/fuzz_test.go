@@ -142,6 +142,7 @@ func fuzzServer(tb testing.TB) http.Handler {
 		Enqueue:   q.Enqueue,
 		Pending:   q.Len,
 		Limits:    Limits{MaxMessage: 64 << 10, MaxBatch: 256 << 10},
+		Prefs:     newTestPrefs(tb),
 	})
 	return srv.Handler()
 }
@@ -198,6 +199,11 @@ func FuzzRequest(f *testing.F) {
 			req("POST", "/v1/admin/delete-user?user=carol", nil),
 			req("POST", "/v1/admin/check", nil),
 			req("POST", "/v1/admin/compact", nil),
+			req("GET", "/v1/prefs?user=bob", nil),
+			req("GET", "/v1/prefs?domain=example.org", nil),
+			req("PUT", "/v1/prefs?user=nobody", []byte(`{"required":4.5,"subject_tag":"[SPAM]","deny":["*@x.example"]}`)),
+			req("PUT", "/v1/prefs?user=bob&domain=example.org", []byte(`{"action":"reject","reject_score":1e308}`)),
+			req("PUT", "/v1/prefs?domain=example.org", []byte(`{"allow":["*@partner.example"]}`)),
 		} {
 			f.Add(peer, r)
 		}

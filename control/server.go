@@ -88,6 +88,9 @@ type Options struct {
 	// History, if not nil, is the milter's latest verdicts, served by
 	// GET /v1/history; without it the endpoint answers 404.
 	History *history.Ring
+	// Prefs, if not nil, gives and changes the recipients' preferences
+	// (/v1/prefs); without it the endpoint answers 404.
+	Prefs PrefsService
 }
 
 // Server serves the control API. It is safe for concurrent use.
@@ -123,6 +126,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/train", s.endpoint("train", true, s.train))
 	mux.Handle("POST /v1/report", s.endpoint("report", true, s.report))
 	mux.Handle("GET /v1/history", s.endpoint("history", true, s.history))
+	mux.Handle("GET /v1/prefs", s.endpoint("prefs", true, s.getPrefs))
+	mux.Handle("PUT /v1/prefs", s.endpoint("prefs", true, s.putPrefs))
 	mux.Handle("GET /v1/admin/dump", s.endpoint("dump", true, s.dumpModels))
 	mux.Handle("POST /v1/admin/restore", s.endpoint("restore", true, s.restoreModels))
 	mux.Handle("POST /v1/admin/delete-user", s.endpoint("delete-user", true, s.deleteModels))

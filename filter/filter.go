@@ -152,9 +152,13 @@ func runs(tokens []string, head, w int, o bow.Options) []bow.Bag {
 type Verdict struct {
 	// Class is the class decided on, by least expected loss.
 	Class string
-	// Unsure is set when the spam log-odds fall in the unsure band; Class
-	// is then only the better guess.
+	// Unsure is set when the spam log-odds fall in the unsure band, or
+	// the model is Untrained; Class is then only the better guess.
 	Unsure bool
+	// Untrained is set when the model has learned fewer than
+	// Config.MinTrained messages of the positive or the negative class:
+	// its verdict is unsure whatever its score.
+	Untrained bool
 	// Probability is the spam probability: the posterior of the spam
 	// classes (Config.SpamClasses) summed, P(spam|x) for two classes.
 	Probability float64
@@ -246,9 +250,11 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		ex = m.Explain(fs, o.Explain)
 	}
 	d := f.deciderFor(scope).Decide(r)
+	untrained := !f.enough(m)
 	v := Verdict{
 		Class:     d.Class,
-		Unsure:    d.Unsure || !f.enough(m),
+		Unsure:    d.Unsure || untrained,
+		Untrained: untrained,
 		Score:     r.GroupLogOdds(spam),
 		Posterior: make(map[string]float64, len(r.Classes)),
 		Used:      r.Used,

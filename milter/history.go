@@ -19,7 +19,7 @@ func (m *message) record(h *history.Ring, d decision, elapsed time.Duration) {
 		Sender:    m.from,
 		// The message's own slice: finish lets go of it.
 		Recipients: m.rcpts,
-		Models:     d.users,
+		Models:     d.models,
 		Model:      d.model,
 		Verdict:    d.verdict,
 		Reason:     d.result.Reason,

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/nb"
+	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/tokenize"
 )
 
@@ -20,21 +23,31 @@ const maxModels = 16
 
 // decision is what the milter concluded about a message.
 type decision struct {
-	// verdict is the filter's label, Skipped, or "error".
+	// verdict is the label that stands (the filter's, or a list's, under
+	// the recipient's required score), Skipped, or "error".
 	verdict string
 	// spam is set when the verdict is a spam class.
 	spam bool
-	// tag is set when the Subject is to be tagged.
-	tag     bool
+	// tag is set when the Subject is to be tagged, with subjectTag.
+	tag bool
+	// class is what X-Spamd-Class says.
+	class   string
 	outcome Outcome
 	// result is what X-Spamd-Result says.
 	result Result
 	// headers are the fields to add, in order.
 	headers [][2]string
-	// users are the models that classified the message ("" is global);
-	// model is the one whose verdict stood.
-	users []string
-	model string
+	// subjectTag is put before the Subject of spam.
+	subjectTag string
+	// user is the recipient whose decision stands ("" when there is
+	// none), and model whose model judged for them ("" is global).
+	user, model string
+	// models are the models that classified the message.
+	models []string
+	// listed says which list named the sender, for the recipient whose
+	// decision stands; anyListed whether any recipient's did.
+	listed    prefs.Listing
+	anyListed bool
 	// learned is the class the message was autolearned as, "" if none.
 	learned string
 	// toward is the verdict's explanation, nil if none was asked for.
@@ -91,31 +104,45 @@ func (m *message) judge() decision {
 	if err != nil {
 		return m.failed(fmt.Errorf("prepare: %w", err))
 	}
-	users, err := m.models(ctx, f)
+	rcpts, models, err := m.recipients(ctx, f)
 	if err != nil {
 		return m.failed(err)
 	}
-	// Each distinct model judges; the least spammy verdict stands, so no
-	// recipient loses mail its own model would have let through.
-	var v filter.Verdict
-	model := ""
-	highest := 0.0
-	for i, u := range users {
-		w, err := f.ClassifyPrepared(ctx, u, p, filter.ClassifyOptions{Explain: explain})
+	// Each distinct model judges once; each recipient's decision is
+	// made from its model's verdict under its own preferences, and the
+	// most lenient decision stands, so that no recipient loses mail its
+	// own model and preferences would have let through.
+	verdicts := make(map[string]filter.Verdict, len(models))
+	lowest, highest, lowestClass := 0.0, 0.0, ""
+	for i, u := range models {
+		v, err := f.ClassifyPrepared(ctx, u, p, filter.ClassifyOptions{Explain: explain})
 		if err != nil {
 			return m.failed(fmt.Errorf("classify for %q: %w", u, err))
 		}
-		if i == 0 || w.Score < v.Score {
-			v, model = w, u
+		verdicts[u] = v
+		if i == 0 || v.Score < lowest {
+			lowest, lowestClass = v.Score, v.Class
 		}
-		if i == 0 || w.Score > highest {
-			highest = w.Score
+		if i == 0 || v.Score > highest {
+			highest = v.Score
 		}
 	}
-	d := m.decide(f.Config(), v, users)
-	d.model = model
-	if set.Autolearn.Enabled {
-		d.learned = m.autolearn(ctx, f, p, v.Class, v.Score, highest)
+	book := set.book(f.Config())
+	sender := m.sender()
+	var d decision
+	anyListed := false
+	for i, r := range rcpts {
+		c := m.decide(f.Config(), book.For(r.user, r.domain), sender, verdicts[r.model], r)
+		anyListed = anyListed || c.anyListed
+		if i == 0 || lenient(c, d) {
+			d = c
+		}
+	}
+	d.models, d.anyListed = models, anyListed
+	if set.Autolearn.Enabled && !d.anyListed {
+		// A listed sender's mail is never learned from: the list, not
+		// the model, judged it, and an allowed sender may be forged.
+		d.learned = m.autolearn(ctx, f, p, lowestClass, lowest, highest)
 		if d.learned != "" {
 			d.result.Learned = d.learned
 			d.headers[len(d.headers)-1][1] = d.result.String()
@@ -124,41 +151,120 @@ func (m *message) judge() decision {
 	return d
 }
 
-// decide turns a verdict into an outcome and headers.
-func (m *message) decide(fc filter.Config, v filter.Verdict, users []string) decision {
+// lenient reports whether decision a lets the message through more
+// readily than b: a lesser action, else a milder verdict, else a lower
+// score, else no subject tag.
+func lenient(a, b decision) bool {
+	if a.outcome.Action != b.outcome.Action {
+		return a.outcome.Action < b.outcome.Action
+	}
+	if ra, rb := verdictRank(a), verdictRank(b); ra != rb {
+		return ra < rb
+	}
+	if a.result.Score != b.result.Score {
+		return a.result.Score < b.result.Score
+	}
+	return a.subjectTag == "" && b.subjectTag != ""
+}
+
+// verdictRank orders verdicts from the mildest: ham, unsure, any other
+// class, spam.
+func verdictRank(d decision) int {
+	switch {
+	case d.spam:
+		return 3
+	case d.verdict == "unsure":
+		return 1
+	case d.verdict == filter.Ham:
+		return 0
+	}
+	return 2
+}
+
+// decide turns a recipient's verdict, under their preferences, into an
+// outcome and headers.
+func (m *message) decide(fc filter.Config, pr prefs.Prefs, sender prefs.Sender, v filter.Verdict, r recipient) decision {
 	a := m.set.Actions
-	label := v.Label()
-	r := Result{
+	label := labelFor(fc, v, pr.Required)
+	listing, listed := pr.Listed(sender)
+	if listed {
+		label = fc.Negative
+		if listing.List == "deny" {
+			label = fc.Positive
+		}
+	}
+	res := Result{
 		Verdict:     label,
 		Probability: v.Probability,
 		Score:       v.Score,
-		Required:    fc.Required(),
+		Required:    pr.Required,
 		Signature:   v.Digest,
 		Fields:      m.fields,
 	}
+	if listed {
+		res.Listed, res.By = listing.List, string(listing.Level)
+	}
 	if v.Toward != nil {
-		r.Spammy = names(v.Toward[fc.Positive])
+		res.Spammy = names(v.Toward[fc.Positive])
 		for c, cs := range v.Toward {
 			if c != fc.Positive {
-				r.Hammy = names(cs)
+				res.Hammy = names(cs)
 			}
 		}
 	}
-	d := decision{verdict: label, spam: isSpam(fc, label), result: r, users: users, toward: v.Toward}
+	d := decision{verdict: label, spam: isSpam(fc, label), result: res, user: r.user, model: r.model,
+		listed: listing, anyListed: listed, toward: v.Toward}
 	d.outcome = Outcome{Action: Accept}
-	var ok bool
-	if d.outcome, d.tag, ok = classOutcome(a, label, v.Score); !ok {
+	// The class X-Spamd-Class names: the list's, else the label's, else
+	// (unsure) the better guess.
+	class := v.Class
+	if listed || label != "unsure" {
+		class = label
+	}
+	d.class = class
+	if o, tag, ok := classOutcome(a, label, v.Score); ok && !listed {
+		// A class with an action of its own ([actions.classes]).
+		d.outcome, d.tag = o, tag
+	} else {
 		d.tag = d.spam
+		why := fmt.Sprintf("score %.3g", v.Score)
+		if listed {
+			why = fmt.Sprintf("sender %s-listed by %s (%s)", listing.List, listing.Level, listing.Entry)
+		}
 		switch {
-		case d.spam && a.Reject && v.Score >= a.RejectScore:
-			d.outcome = Outcome{Action: Reject, Code: a.RejectCode, Enhanced: a.RejectStatus, Text: a.RejectText,
-				Reason: fmt.Sprintf("spam score %.2f ≥ reject_score %.2f", v.Score, a.RejectScore)}
-		case d.spam && a.QuarantineSpam, v.Unsure && a.QuarantineUnsure:
-			d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, score %.2f", label, v.Score)}
+		case d.spam && pr.Action == "reject" && (listed || v.Score >= pr.RejectScore):
+			if !listed {
+				why = fmt.Sprintf("spam score %.3g ≥ reject_score %.3g", v.Score, pr.RejectScore)
+			}
+			d.outcome = Outcome{Action: Reject, Code: a.RejectCode, Enhanced: a.RejectStatus, Text: a.RejectText, Reason: why}
+		case d.spam && (pr.Action == "quarantine" || pr.Action == "reject" && a.QuarantineSpam), label == "unsure" && a.QuarantineUnsure:
+			d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, %s", label, why)}
 		}
 	}
-	d.headers = append(spamHeaders(d.spam, v.Score, r.Required), [2]string{ClassHeader, v.Class}, [2]string{ResultHeader, r.String()})
+	if d.tag {
+		d.subjectTag = pr.SubjectTag
+	}
+	d.headers = append(spamHeaders(d.spam, v.Score, pr.Required), [2]string{ClassHeader, class}, [2]string{ResultHeader, res.String()})
 	return d
+}
+
+// labelFor is the verdict's label under the score required, which a
+// recipient's preferences may set: the filter's own label at the filter's
+// required score, else spam from required, unsure from the bottom of the
+// unsure band, ham below. A model that has not learned enough stays
+// unsure, and a class other than the two stays itself.
+func labelFor(fc filter.Config, v filter.Verdict, required float64) string {
+	label := v.Label()
+	if required == fc.Required() || v.Untrained || (v.Class != fc.Positive && v.Class != fc.Negative) {
+		return label
+	}
+	switch {
+	case v.Score >= required:
+		return fc.Positive
+	case fc.UnsureHigh > fc.UnsureLow && v.Score >= fc.UnsureLow:
+		return "unsure"
+	}
+	return fc.Negative
 }
 
 // headerTooLarge is the decision for a message over a header bound: it
@@ -205,44 +311,75 @@ func (m *message) trusted() bool {
 	return slices.ContainsFunc(m.set.Milter.TrustedNetworks, func(p netip.Prefix) bool { return p.Contains(m.c.client) })
 }
 
-// models returns the distinct users whose models judge the message: each
-// recipient with a trained model of its own, plus the global model ("")
-// for the others.
-func (m *message) models(ctx context.Context, f *filter.Filter) ([]string, error) {
+// recipient is one recipient as the milter judges for them: their user
+// name and domain, whose preferences apply, and the model that judges
+// their mail ("" is the global one).
+type recipient struct {
+	user, domain, model string
+}
+
+// recipients returns the message's recipients, at most one per user and
+// domain, and the distinct models that judge for them: each user's with
+// a trained model of their own, at most maxModels, and the global model
+// for the others. A message without recipients has one, nobody.
+func (m *message) recipients(ctx context.Context, f *filter.Filter) ([]recipient, []string, error) {
 	mode := m.set.Milter.Users
-	if mode == "global" || len(m.rcpts) == 0 {
-		return []string{""}, nil
-	}
-	var users []string
+	var rcpts []recipient
+	var models []string
 	global := false
-	seen := map[string]bool{}
+	trained := map[string]bool{}
+	seen := map[recipient]bool{}
 	for _, rcpt := range m.rcpts {
-		u := userOf(rcpt, mode)
-		switch {
-		case u == "":
-			global = true
-			continue
-		case seen[u]:
-			continue
-		case len(users) == maxModels:
-			global = true
+		r := recipient{user: userOf(rcpt, mode), domain: domainOf(rcpt)}
+		if mode == "global" {
+			// No model of one's own, but preferences of one's own.
+			r.user = userOf(rcpt, "address")
+		}
+		if seen[r] {
 			continue
 		}
-		seen[u] = true
-		t, err := f.Store().Totals(ctx, u)
-		if err != nil {
-			return nil, fmt.Errorf("totals of %q: %w", u, err)
+		seen[r] = true
+		own, known := trained[r.user]
+		if mode != "global" && r.user != "" && !known && len(trained) < maxModels {
+			t, err := f.Store().Totals(ctx, r.user)
+			if err != nil {
+				return nil, nil, fmt.Errorf("totals of %q: %w", r.user, err)
+			}
+			own = slices.ContainsFunc(t.Messages, func(n uint64) bool { return n > 0 })
+			trained[r.user] = own
+			if own {
+				models = append(models, r.user)
+			}
 		}
-		if slices.ContainsFunc(t.Messages, func(n uint64) bool { return n > 0 }) {
-			users = append(users, u)
+		if own {
+			r.model = r.user
 		} else {
 			global = true
 		}
+		rcpts = append(rcpts, r)
 	}
-	if global || len(users) == 0 {
-		users = append(users, "")
+	if len(rcpts) == 0 {
+		rcpts, global = []recipient{{}}, true
 	}
-	return users, nil
+	if global {
+		models = append(models, "")
+	}
+	return rcpts, models, nil
+}
+
+// domainOf returns the lower-cased domain of a recipient address, "" if
+// it has none that could name preferences.
+func domainOf(rcpt string) string {
+	a := strings.Trim(rcpt, "<> ")
+	i := strings.LastIndexByte(a, '@')
+	if i < 0 {
+		return ""
+	}
+	d := strings.ToLower(a[i+1:])
+	if config.ValidDomain(d) != nil {
+		return ""
+	}
+	return d
 }
 
 // userOf names the user a recipient's model belongs to, "" if none, by

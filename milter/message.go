@@ -1,22 +1,32 @@
 package milter
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"net/mail"
 	"net/netip"
 	"net/textproto"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	gomilter "github.com/emersion/go-milter"
+
+	"github.com/spamd/spamd/prefs"
 )
 
 // maxRcpts bounds the recipients remembered per message; Postfix allows
 // 1000 by default.
 const maxRcpts = 1000
+
+// maxSenderFields bounds the From: addresses and the
+// Authentication-Results fields remembered per message.
+const maxSenderFields = 20
 
 // maxPooled is the largest message buffer kept for reuse.
 const maxPooled = 4 << 20
@@ -33,6 +43,11 @@ type message struct {
 	messageID string
 	auth      string
 	rcpts     []string
+	// fromAddrs lists the addresses of the From: field, and authRes
+	// the values of the Authentication-Results fields, for the sender
+	// lists; at most maxSenderFields of each.
+	fromAddrs []string
+	authRes   []string
 
 	buf    *[]byte // headers and body, up to Milter.ClassifyBytes
 	size   int64   // bytes of the whole message
@@ -214,13 +229,42 @@ func (m *message) Helo(string, *gomilter.Modifier) (gomilter.Response, error) {
 	return nil, nil
 }
 
-// MailFrom starts a message and notes the SMTP AUTH identity.
+// MailFrom starts a message and notes the envelope sender and the SMTP
+// AUTH identity.
 func (m *message) MailFrom(from string, mod *gomilter.Modifier) (gomilter.Response, error) {
 	defer m.note("mail")
 	m.begin()
 	m.macros(mod.Macros)
-	m.from = from
+	m.from = strings.TrimSpace(from)
 	return nil, nil
+}
+
+// sender is what the message says of its sender.
+func (m *message) sender() prefs.Sender {
+	return prefs.Sender{Envelope: m.from, From: m.fromAddrs, AuthResults: m.authRes}
+}
+
+// addresses returns the addresses of an address-list field value, at
+// most maxSenderFields: as net/mail reads them, else, for a value it
+// cannot read (an unknown charset in a display name, a stray quote),
+// every word that holds an '@', without its angle brackets.
+func addresses(v string) []string {
+	var out []string
+	if list, err := mail.ParseAddressList(v); err == nil {
+		for _, a := range list {
+			out = append(out, a.Address)
+		}
+	} else {
+		for _, w := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' || r == '\n' || r == '\r' }) {
+			if i := strings.IndexByte(w, '<'); i >= 0 {
+				w = w[i+1:]
+			}
+			if w = strings.Trim(w, "<>\"'();"); strings.Count(w, "@") == 1 {
+				out = append(out, w)
+			}
+		}
+	}
+	return out[:min(len(out), maxSenderFields)]
 }
 
 // RcptTo notes a recipient.
@@ -264,6 +308,10 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 		m.subject = &value
 	case m.messageID == "" && strings.EqualFold(name, "Message-Id"):
 		m.messageID = strings.TrimSpace(value)
+	case m.fromAddrs == nil && strings.EqualFold(name, "From"):
+		m.fromAddrs = append([]string{}, addresses(value)...)
+	case len(m.authRes) < maxSenderFields && strings.EqualFold(name, "Authentication-Results"):
+		m.authRes = append(m.authRes, value)
 	}
 	if len(*m.buf)+int(n) <= lim.ClassifyBytes {
 		b := append(*m.buf, name...)
@@ -400,7 +448,7 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 			return err
 		}
 	}
-	if tag := m.set.Actions.SubjectTag; tag != "" && d.tag {
+	if tag := d.subjectTag; tag != "" && d.tag {
 		switch {
 		case m.subject == nil:
 			if err := mod.AddHeader("Subject", tag); err != nil {
@@ -418,21 +466,31 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 	return nil
 }
 
-// report logs the message and tells the observer.
+// report logs the message and tells the observer: who sent it to whom,
+// whose decision stood and why, with numbers to three significant
+// digits.
 func (m *message) report(d decision, elapsed time.Duration) {
 	a := m.attrs()
-	switch len(d.users) {
-	case 0:
-	case 1:
-		a = append(a, "user", d.users[0])
-	default:
-		a = append(a, "users", d.users)
+	a = append(a, "sender", cmp.Or(m.from, "<>"), "rcpts", rcptList(m.rcpts))
+	if d.verdict != Skipped && d.verdict != "error" {
+		model := cmp.Or(d.model, "global")
+		a = append(a, "user", d.user, "model", model)
+		if len(d.models) > 1 {
+			names := make([]string, len(d.models))
+			for i, u := range d.models {
+				names[i] = cmp.Or(u, "global")
+			}
+			a = append(a, "models", names)
+		}
 	}
 	a = append(a, "verdict", d.verdict)
 	spam := math.NaN()
 	if d.verdict != Skipped && d.verdict != "error" {
 		spam = d.result.Probability
-		a = append(a, "p", d.result.Probability, "score", d.result.Score)
+		a = append(a, "p", sig3(d.result.Probability), "score", sig3(d.result.Score), "required", sig3(d.result.Required))
+	}
+	if d.result.Listed != "" {
+		a = append(a, "listed", d.result.Listed, "by", d.result.By, "entry", d.listed.Entry)
 	}
 	if d.learned != "" {
 		a = append(a, "learned", d.learned)
@@ -444,11 +502,39 @@ func (m *message) report(d decision, elapsed time.Duration) {
 	if d.outcome.Reason != "" {
 		a = append(a, "reason", d.outcome.Reason)
 	}
-	a = append(a, "size", m.size, "elapsed", elapsed)
+	a = append(a, "size", m.size, "elapsed", round3(elapsed))
 	level := slog.LevelInfo
 	if d.verdict == "error" {
 		level = slog.LevelError
 	}
 	m.c.srv.log.Log(m.c.srv.ctx, level, "milter: message", a...)
 	m.c.srv.obs.Message(d.verdict, spam, d.outcome.Action, elapsed)
+}
+
+// maxLoggedRcpts bounds the recipients a log line names.
+const maxLoggedRcpts = 10
+
+// rcptList is the recipients as logged: at most maxLoggedRcpts, then how
+// many more there were.
+func rcptList(rcpts []string) []string {
+	if len(rcpts) <= maxLoggedRcpts {
+		return rcpts
+	}
+	return append(slices.Clip(rcpts[:maxLoggedRcpts]), fmt.Sprintf("+%d more", len(rcpts)-maxLoggedRcpts))
+}
+
+// sig3 rounds x to three significant digits, for a log line a person
+// reads; the exact values are in the message's X-Spamd-Result.
+func sig3(x float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 3, 64), 64)
+	return r
+}
+
+// round3 rounds a duration to three significant digits.
+func round3(d time.Duration) time.Duration {
+	unit := time.Duration(1)
+	for v := d; v >= 1000; v /= 10 {
+		unit *= 10
+	}
+	return d.Round(unit)
 }

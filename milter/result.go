@@ -57,8 +57,9 @@ const foldWidth = 78
 // Result is what the X-Spamd-Result header says about a message, for
 // example:
 //
-//	spam; p=0.999998; score=13.12; required=0.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"
-//	spam; p=1.000000; score=250.31; required=0.00; sig=4be2f1…; learned=spam
+//	spam; p=0.999998; score=13.12; required=3.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"
+//	spam; p=0.999999; score=14.31; required=3.00; sig=4be2f1…; learned=spam
+//	ham; p=0.912000; score=2.34; required=3.00; sig=77a0c3…; listed=allow; by=domain
 //	skipped; reason=size
 //
 // Fields are separated by "; ". Tokens are Go-quoted ASCII strings
@@ -88,6 +89,10 @@ type Result struct {
 	// Learned is the class the message was trained as on delivery
 	// (autolearn), "" if it was not.
 	Learned string
+	// Listed is "allow" or "deny" when a sender list decided the
+	// verdict, whatever the model said, and By whose list it was:
+	// "user", "domain" or "global". Empty otherwise.
+	Listed, By string
 	// Spammy and Hammy list the tokens that weighed most toward spam and
 	// toward ham.
 	Spammy, Hammy []string
@@ -109,6 +114,9 @@ func (r Result) String() string {
 	if r.Learned != "" {
 		b.WriteString("; learned=")
 		b.WriteString(r.Learned)
+	}
+	if r.Listed != "" {
+		fmt.Fprintf(&b, "; listed=%s; by=%s", r.Listed, r.By)
 	}
 	for _, side := range []struct {
 		name   string
@@ -247,6 +255,16 @@ func ParseResult(s string) (Result, error) {
 			r.Learned = value
 			if store.ValidClass(value) != nil {
 				err = fmt.Errorf("%q is not a class name", value)
+			}
+		case "listed":
+			r.Listed = value
+			if value != "allow" && value != "deny" {
+				err = fmt.Errorf("%q is neither allow nor deny", value)
+			}
+		case "by":
+			r.By = value
+			if value != "user" && value != "domain" && value != "global" {
+				err = fmt.Errorf("%q is not user, domain or global", value)
 			}
 		case "spammy":
 			r.Spammy = tokens

@@ -18,6 +18,7 @@ import (
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
+	"github.com/spamd/spamd/prefs"
 )
 
 // Settings are what messages are judged by. A message reads one Settings
@@ -36,6 +37,18 @@ type Settings struct {
 	// History, if not nil, records every message answered, with the
 	// message itself when it was classified.
 	History *history.Ring
+	// Prefs holds the recipients' preferences and the sender lists; nil
+	// means the site's settings alone: Actions and the filter's required
+	// score.
+	Prefs *prefs.Book
+}
+
+// book returns the preferences messages are judged by.
+func (s *Settings) book(fc filter.Config) *prefs.Book {
+	if s.Prefs != nil {
+		return s.Prefs
+	}
+	return prefs.New(prefs.SiteOf(fc.Required(), s.Actions, config.Prefs{}), prefs.Layer{}, prefs.Layer{})
 }
 
 // Observer is told what the milter does, for metrics. Its methods must be

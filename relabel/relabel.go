@@ -58,10 +58,12 @@ type Applier struct {
 	Log *slog.Logger
 	// Applied, if not nil, is told about each report applied.
 	Applied func(Outcome)
-	// SubjectTag, if not nil, returns the tag the milter puts on the
-	// Subject of spam, so that a report of a delivered copy is undone to
-	// the message the milter saw (milter.Original).
-	SubjectTag func() string
+	// SubjectTags, if not nil, returns the tags the milter may have put
+	// on the Subject of spam (the site's, and users' and domains' own),
+	// so that a report of a delivered copy is undone to the message the
+	// milter saw (milter.Original, whose digest check tells which tag it
+	// was).
+	SubjectTags func() []string
 }
 
 // Apply applies r. Errors that retrying cannot mend (the message does not
@@ -79,12 +81,15 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 	// Subject: untraining it as it is would take away features that were
 	// never trained and leave some that were.
 	msg := r.Message
-	tag := ""
-	if a.SubjectTag != nil {
-		tag = a.SubjectTag()
+	tags := []string{""}
+	if a.SubjectTags != nil {
+		tags = append(a.SubjectTags(), tags...)
 	}
-	if orig, ok := milter.Original(msg, tag); ok {
-		msg = orig
+	for _, tag := range tags {
+		if orig, ok := milter.Original(msg, tag); ok {
+			msg = orig
+			break
+		}
 	}
 	_, err := a.relabel(ctx, o, msg, sig)
 	switch {

@@ -176,7 +176,7 @@ func TestDeliveredCopy(t *testing.T) {
 	copy = append(copy, "\nX-Spam-Flag: YES\n"+milter.ResultHeader+": "+res.String()+"\n\n"...)
 	copy = append(copy, body...)
 
-	a := &Applier{Filter: func() *filter.Filter { return f }, SubjectTag: func() string { return "[SPAM]" }}
+	a := &Applier{Filter: func() *filter.Filter { return f }, SubjectTags: func() []string { return []string{"[JUNK]", "[SPAM]"} }}
 	if err := a.Apply(ctx, reportq.Report{User: "alice", Class: filter.Spam, Source: "test", Message: copy}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/junkwatch"
 	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -64,6 +65,10 @@ type daemon struct {
 	reports *reportq.Queue
 	applier *relabel.Applier
 	watcher *junkwatch.Watcher
+	// prefs keeps the preferences set through the API; setMu orders the
+	// changes of the milter's settings that a reload and the API make.
+	prefs *prefs.File
+	setMu sync.Mutex
 }
 
 // configPath returns the configuration file to read, "" for none.
@@ -107,6 +112,9 @@ func load(path string, o options, getenv func(string) string) (config.Config, []
 	}
 	if cfg.History.File == "" {
 		cfg.History.File = filepath.Join(cfg.Store.Dir, "history.jsonl")
+	}
+	if cfg.Prefs.File == "" {
+		cfg.Prefs.File = filepath.Join(cfg.Store.Dir, "prefs.json")
 	}
 	if o.milter != "" {
 		cfg.Milter.Listen = o.milter
@@ -349,12 +357,15 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return err
 	}
 	warnClasses(ctx, logger, d.st, fc)
+	if d.prefs, err = prefs.OpenFile(cfg.Prefs.File); err != nil {
+		return fmt.Errorf("%w (give another file with [prefs] file)", err)
+	}
 	d.met = newMetrics()
 	d.current.Store(&cfg)
 	if d.hist, d.histFile, err = openHistory(cfg.History, logger); err != nil {
 		return err
 	}
-	d.ms = milter.New(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist}, logger, d.met)
+	d.ms = milter.New(d.settings(cfg, f), logger, d.met)
 	isSpam := func(verdict string) bool { return d.ms.Settings().Filter.Config().IsSpam(verdict) }
 	d.met.isSpam.Store(&isSpam)
 	current := func() *filter.Filter { return d.ms.Settings().Filter }
@@ -363,7 +374,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		return fmt.Errorf("%w (give another directory with [reports] spool)", err)
 	}
 	d.applier = &relabel.Applier{Filter: current, Log: logger, Applied: d.applied,
-		SubjectTag: func() string { return d.ms.Settings().Actions.SubjectTag }}
+		SubjectTags: func() []string { return d.ms.Settings().Prefs.SubjectTags() }}
 	// One naming rule for the milter, the watcher and the report
 	// channel: a correction trains the model mail is classified with.
 	rule := identity.Rule(cfg.Milter.Users)
@@ -413,6 +424,7 @@ func run(ctx context.Context, o options, getenv func(string) string, stderr io.W
 		Classified:  d.met.Classified,
 		Limits:      apiLimits(cfg.API),
 		History:     d.hist,
+		Prefs:       (*prefsService)(d),
 	})
 	if cfg.Console.Enabled {
 		d.console, err = control.NewConsole(control.ConsoleOptions{
@@ -510,6 +522,44 @@ func (d *daemon) saveHistory() {
 
 // historyEvery is how often the history is saved while it changes.
 const historyEvery = time.Minute
+
+// settings returns what the milter judges messages by under cfg, with
+// filter f and the preferences set through the API.
+func (d *daemon) settings(cfg config.Config, f *filter.Filter) *milter.Settings {
+	book := prefs.New(prefs.SiteOf(f.Config().Required(), cfg.Actions, cfg.Prefs),
+		prefs.Layer{Users: cfg.Prefs.User, Domains: cfg.Prefs.Domain}, d.prefs.Layer())
+	return &milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist, Prefs: book}
+}
+
+// prefsService is the daemon as the API sees its preferences: a change
+// is kept in the file and applies from the next message on.
+type prefsService daemon
+
+func (p *prefsService) Book() *prefs.Book { return p.ms.Settings().Prefs }
+
+func (p *prefsService) SetUser(user string, pref config.Pref) error {
+	return p.set(func() (prefs.Layer, error) { return p.prefs.SetUser(user, pref) })
+}
+
+func (p *prefsService) SetDomain(domain string, pref config.Pref) error {
+	return p.set(func() (prefs.Layer, error) { return p.prefs.SetDomain(domain, pref) })
+}
+
+// set changes the API's layer with change and puts the new layer into
+// the milter's settings.
+func (p *prefsService) set(change func() (prefs.Layer, error)) error {
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	l, err := change()
+	if err != nil {
+		return err
+	}
+	cur := p.ms.Settings()
+	next := *cur
+	next.Prefs = cur.Prefs.WithAPI(l)
+	p.ms.Update(&next)
+	return nil
+}
 
 // apiLimits are the control API's limits of the [api] section.
 func apiLimits(a config.API) control.Limits {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 )
 
 // settleTime is how long the configuration file must stay unchanged
@@ -90,7 +89,9 @@ func (d *daemon) reload(why string) {
 			return
 		}
 	}
-	d.ms.Update(&milter.Settings{Filter: f, Milter: cfg.Milter, Actions: cfg.Actions, Autolearn: cfg.Autolearn, History: d.hist})
+	d.setMu.Lock()
+	d.ms.Update(d.settings(cfg, f))
+	d.setMu.Unlock()
 	d.level.Set(logLevel(cfg.Log.Level))
 	applied, later := splitRestart(config.Changed(d.cfg, cfg))
 	if len(later) > 0 {
@@ -103,6 +104,9 @@ func (d *daemon) reload(why string) {
 	listen, shutdown := shown.Milter.Listen, shown.Milter.ShutdownTimeout
 	shown.Milter, shown.Actions, shown.Autolearn, shown.Filter, shown.Log.Level = cfg.Milter, cfg.Actions, cfg.Autolearn, cfg.Filter, cfg.Log.Level
 	shown.Milter.Listen, shown.Milter.ShutdownTimeout = listen, shutdown
+	prefsFile := shown.Prefs.File
+	shown.Prefs = cfg.Prefs
+	shown.Prefs.File = prefsFile
 	d.current.Store(&shown)
 	d.met.reloads.WithLabelValues("ok").Inc()
 	d.log.Info("spamd: configuration reloaded", "why", why, "path", d.path, "changed", applied)
@@ -111,7 +115,7 @@ func (d *daemon) reload(why string) {
 // restartOnly are the keys, and the sections whose every key, only a
 // restart applies: listeners, the store and what is built on it at
 // start.
-var restartOnly = []string{"milter.listen", "milter.shutdown_timeout", "store.", "api.", "metrics.", "reports.", "watch.", "history.", "console.", "log.format"}
+var restartOnly = []string{"milter.listen", "milter.shutdown_timeout", "store.", "api.", "metrics.", "reports.", "watch.", "history.", "console.", "log.format", "prefs.file"}
 
 // splitRestart splits changed keys into those a reload applied and those
 // that wait for a restart.
