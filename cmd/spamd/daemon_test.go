@@ -475,3 +475,67 @@ func TestMilterDocSnippets(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefsThroughAPI sets preferences in the file and through the API of
+// a running daemon, and checks that each applies to the next message,
+// that the API's are kept in prefs.json, and that a reload names the
+// preference that changed.
+func TestPrefsThroughAPI(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	doc := func(required string) string {
+		return fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n"+
+			"[prefs.user.\"user@test.example\"]\nrequired = %s\n",
+			filepath.Join(dir, "db"), filepath.Join(dir, "milter.sock"), filepath.Join(dir, "api.sock"), required)
+	}
+	write(t, path, doc("1000.0"))
+	logs, _, _ := runDaemon(t, options{config: path}, nil)
+	api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
+	spam, _ := trainSample(t, api)
+	s := milterSession(t, filepath.Join(dir, "milter.sock"))
+	defer s.Close()
+	message := func() string {
+		startMessage(t, s, spam)
+		return endMessage(t, s)
+	}
+	if got := message(); got != "accept NO" {
+		t.Fatalf("with the file's required score far above the spam's: %s", got)
+	}
+	// The sender is sender@example.net.
+	if _, err := api.SetPrefs(ctx, "user@test.example", "", config.Pref{Deny: []string{"example.net"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := message(); got != "accept YES" {
+		t.Errorf("with the sender's domain denied through the API: %s", got)
+	}
+	p, err := api.SetPrefs(ctx, "", "test.example", config.Pref{Action: "reject"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Action != "reject" || p.Source["action"] != "domain" {
+		t.Errorf("the domain's preferences: %+v", p)
+	}
+	if got := message(); got != "550 5.7.1 Message rejected as spam" {
+		t.Errorf("with the domain's action reject: %s", got)
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, "db", "prefs.json"))
+	if err != nil || !strings.Contains(string(kept), `"example.net"`) || !strings.Contains(string(kept), `"reject"`) {
+		t.Errorf("prefs.json: %s %v", kept, err)
+	}
+	got, err := api.Prefs(ctx, "user@test.example", "")
+	if err != nil || got.Required != 1000 || got.Source["required"] != "user" {
+		t.Errorf("the user's preferences: %+v %v", got, err)
+	}
+	replaceFile(t, path, doc("2000.0"))
+	waitFor(t, 10*time.Second, "a reload", func() bool {
+		return strings.Contains(logs.String(), `changed="[prefs.user.\"user@test.example\".required]"`)
+	})
+	if got, _ := api.Prefs(ctx, "user@test.example", ""); got.Required != 2000 || got.Action != "reject" {
+		t.Errorf("after the reload: %+v", got)
+	}
+}
