@@ -83,6 +83,9 @@ func TestWalkSources(t *testing.T) {
 			if got := paths(msgs); !slices.Equal(got, tt.want) {
 				t.Errorf("paths\n got %q\nwant %q", got, tt.want)
 			}
+			if n, err := Count(context.Background(), tt.src, Options{Recursive: tt.recursive}); err != nil || n != len(tt.want) {
+				t.Errorf("Count = %d, %v; the walk gives %d", n, err, len(tt.want))
+			}
 			for _, m := range msgs {
 				if m.Label != "" || m.Truncated {
 					t.Errorf("%s: Label %q, Truncated %v", m.Path, m.Label, m.Truncated)
@@ -294,4 +297,13 @@ func TestWalkStops(t *testing.T) {
 			t.Errorf("err %v after %d messages, want context.Canceled after 1", err, n)
 		}
 	})
+}
+
+func TestCountStdin(t *testing.T) {
+	if _, err := Count(context.Background(), Stdin, Options{}); !errors.Is(err, ErrUncountable) {
+		t.Errorf("Count of standard input: %v", err)
+	}
+	if _, err := Count(context.Background(), filepath.Join("testdata", "no such"), Options{}); err == nil {
+		t.Error("Count of a missing source: no error")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,10 +14,10 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/mailbox"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 	"github.com/spamd/spamd/store/redisstore"
@@ -303,21 +302,55 @@ func redisOptions(c config.Redis) (redisstore.Options, error) {
 	}, nil
 }
 
-// newProgress returns a progress bar on w counting messages, shown only
-// when w is a terminal; total < 0 means unknown.
-func newProgress(w io.Writer, total int64, what string) *progressbar.ProgressBar {
-	visible := false
-	if f, ok := w.(*os.File); ok {
-		visible = term.IsTerminal(int(f.Fd()))
-	}
+// newProgress returns a progress bar on the command's stderr counting
+// messages, shown only when stderr is a terminal; total < 0 means
+// unknown, shown as a count and a rate until ChangeMax64 gives the total,
+// after which the bar shows the share done and the time left.
+func newProgress(e *env, total int64, what string) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetWriter(e.stderr),
+		progressbar.OptionSetVisibility(e.tty),
 		progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(),
 		progressbar.OptionShowIts(),
 		progressbar.OptionSetItsString("msg"),
+		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(200*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 	)
+}
+
+// countSources counts the messages in sources in the background, while
+// they are walked (mailbox.Count: a listing per folder, and a read of each
+// mbox), and gives the total to set, for a progress bar to show the time
+// left. An index's entries count one each. It reports whether it counts:
+// not when progress is not shown, nor when a source is standard input,
+// which cannot be counted.
+func countSources(ctx context.Context, e *env, sources []source, recursive bool, set func(total int64)) bool {
+	if !e.tty || slices.ContainsFunc(sources, func(s source) bool { return s.path == mailbox.Stdin }) {
+		return false
+	}
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				e.log.Error("counting the messages: panic", "panic", v)
+			}
+		}()
+		var total int64
+		for _, s := range sources {
+			if s.indexed {
+				total++
+				continue
+			}
+			n, err := mailbox.Count(ctx, s.path, mailbox.Options{Recursive: recursive})
+			if err != nil {
+				return // the walk reports it
+			}
+			total += int64(n)
+		}
+		if ctx.Err() == nil {
+			set(total)
+		}
+	}()
+	return true
 }

@@ -151,7 +151,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, axes []eval.Axis, o eval.Options,
 	by, curve string, draws int, asJSON bool, records, plots string) error {
 	if len(axes) > 0 {
-		bar := newProgress(e.stderr, -1, "sweep")
+		bar := newProgress(e, -1, "sweep")
 		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, by, func(done, total int) {
 			bar.ChangeMax(total)
 			bar.Set(done)

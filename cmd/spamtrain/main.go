@@ -44,6 +44,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/spamd/spamd/internal/version"
 )
 
@@ -59,6 +61,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// tty says that stderr is a terminal, where progress is shown.
+	tty bool
 }
 
 var commands = []command{
@@ -100,6 +104,7 @@ func main() {
 		stdout: os.Stdout,
 		stderr: os.Stderr,
 		log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		tty:    term.IsTerminal(int(os.Stderr.Fd())),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -314,4 +317,63 @@ func TestRobustCLI(t *testing.T) {
 	if code, out, errOut := spamtrain(t, "", "check"); code != 0 || !strings.Contains(out, "(global): ok") {
 		t.Errorf("check by the configuration's store: exit %d: %s%s", code, out, errOut)
 	}
+}
+
+// TestProgressTotal checks that training's progress learns the total from
+// the folders counted, or from an index, and then shows the share done and
+// the time left, and that standard input leaves it a count.
+func TestProgressTotal(t *testing.T) {
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	for _, tt := range []struct {
+		name    string
+		sources []source
+		total   int64
+	}{
+		{"folders", []source{{path: spam, class: "spam"}, {path: ham, class: "ham"}}, 40},
+		{"an index", []source{{path: "a", class: "spam", indexed: true}, {path: "b", class: "ham", indexed: true}, {path: ham, class: "ham"}}, 22},
+		{"standard input", []source{{path: spam, class: "spam"}, {path: "-", class: "ham"}}, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out syncBuffer
+			e := &env{stderr: &out, tty: true, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			bar := newProgress(e, -1, "training")
+			totals := make(chan int64, 1)
+			counting := countSources(context.Background(), e, tt.sources, false, func(n int64) { totals <- n })
+			if counting != (tt.total >= 0) {
+				t.Fatalf("counting %v", counting)
+			}
+			if !counting {
+				return
+			}
+			total := <-totals
+			if total != tt.total {
+				t.Fatalf("total %d, want %d", total, tt.total)
+			}
+			bar.ChangeMax64(total)
+			// "training   0% |     | (0/40, 0 msg/hr) [0s:0s]": the share,
+			// the count of the total, elapsed:left.
+			got := out.String()
+			if want := fmt.Sprintf("(0/%d, ", tt.total); !strings.Contains(got, want) || !regexp.MustCompile(`\[\d+s:\d+s\]`).MatchString(got) {
+				t.Errorf("progress %q, want %q and [elapsed:left]", got, want)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -22,6 +22,9 @@ import (
 type source struct {
 	path  string
 	class string
+	// indexed marks a source listed in an index, one message by the
+	// index's definition.
+	indexed bool
 }
 
 // item is one message on its way through a pipeline.
@@ -214,7 +217,8 @@ func startTraining(ctx context.Context, e *env, sources []source, recursive bool
 	ctx, r.cancel = context.WithCancel(ctx)
 	var in <-chan item
 	in, r.walkErr = walkSources(ctx, e, sources, recursive, r.report)
-	r.bar = newProgress(e.stderr, -1, "training")
+	r.bar = newProgress(e, -1, "training")
+	countSources(ctx, e, sources, recursive, r.bar.ChangeMax64)
 	return ctx, r, in
 }
 
@@ -291,14 +295,14 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 			return nil, err
 		}
 		for _, en := range entries {
-			a.sources = append(a.sources, source{en.Path, en.Label})
+			a.sources = append(a.sources, source{path: en.Path, class: en.Label, indexed: true})
 		}
 	}
 	for _, p := range spam {
-		a.sources = append(a.sources, source{p, filter.Spam})
+		a.sources = append(a.sources, source{path: p, class: filter.Spam})
 	}
 	for _, p := range ham {
-		a.sources = append(a.sources, source{p, filter.Ham})
+		a.sources = append(a.sources, source{path: p, class: filter.Ham})
 	}
 	a.sources = append(a.sources, classed...)
 	return a, nil
@@ -331,7 +335,7 @@ func cutClassArgs(args []string) (rest []string, sources []source, err error) {
 		}
 		n := 0
 		for i+1 < len(args) && (args[i+1] == "-" || !strings.HasPrefix(args[i+1], "-")) {
-			sources = append(sources, source{args[i+1], name})
+			sources = append(sources, source{path: args[i+1], class: name})
 			i++
 			n++
 		}
