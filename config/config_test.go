@@ -534,3 +534,24 @@ func TestShippedPrefsExample(t *testing.T) {
 		t.Errorf("user: %+v", u)
 	}
 }
+
+// TestDocsExamples decodes every TOML example of the documentation that
+// is a configuration.
+func TestDocsExamples(t *testing.T) {
+	for _, doc := range []string{"../docs/prefs.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(b), "```toml\n")[1:]
+		if len(blocks) == 0 {
+			t.Errorf("%s has no TOML example", doc)
+		}
+		for _, blk := range blocks {
+			example, _, _ := strings.Cut(blk, "```")
+			if _, err := Decode(strings.NewReader(example), Default(noEnv)); err != nil {
+				t.Errorf("%s: %v\n%s", doc, err, example)
+			}
+		}
+	}
+}
