@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
@@ -69,8 +70,9 @@ func (e *exitStatus) Unwrap() error { return e.err }
 type filterArgs struct {
 	mf      modelFlags
 	codes   exitCodes
-	tag     string // the Subject tag for spam
-	explain int    // the tokens per side X-Spamd-Result lists
+	tag     string        // the Subject tag for spam
+	explain int           // the tokens per side X-Spamd-Result lists
+	timeout time.Duration // the longest classifying may take
 }
 
 func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
@@ -80,6 +82,7 @@ func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
 	a.mf.register(fs, true)
 	fs.Var(&a.codes, "exit-codes", "exit statuses for ham, spam, unsure and error; procmail's f flag wants 0,0,0,0")
 	tag := fs.String("tag", "", "Subject tag for spam (default: [actions] subject_tag of spamd's configuration)")
+	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "longest classifying may take; past it the message is passed on unfiltered, with the error status")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError(err)
 	}
@@ -149,12 +152,21 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return filterMessage(e, a, func(raw []byte) (*judged, error) {
-		f, st, err := a.mf.open(ctx, e)
-		if err != nil {
-			return nil, err
-		}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	// The store is opened before the message is read: one that spamd
+	// holds is used through spamd (viaDaemon), which reads the message.
+	f, st, openErr := a.mf.open(ctx, e)
+	if errors.Is(openErr, errStoreLocked) {
+		return openErr
+	}
+	if openErr == nil {
 		defer st.Close()
+	}
+	return filterMessage(e, a, func(raw []byte) (*judged, error) {
+		if openErr != nil {
+			return nil, openErr
+		}
 		v, err := f.Classify(ctx, a.mf.user, raw, filter.ClassifyOptions{Explain: a.explain})
 		if err != nil {
 			return nil, err
@@ -184,6 +196,8 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
 	return filterMessage(e, a, func(raw []byte) (*judged, error) {
 		v, err := c.Classify(ctx, a.mf.user, raw, a.explain)
 		if err != nil {
@@ -205,6 +219,17 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 		}
 		return j, nil
 	})
+}
+
+// filterUnreached passes the message on unfiltered, with the error
+// status, when the daemon the command line names does not answer: a
+// filter never loses mail.
+func filterUnreached(_ context.Context, e *env, args []string, err error) error {
+	a, perr := parseFilterArgs(e, args)
+	if perr != nil {
+		return perr
+	}
+	return filterMessage(e, a, func([]byte) (*judged, error) { return nil, err })
 }
 
 // filterMessage reads the message on standard input, judges it with

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,5 +111,77 @@ DEFAULT=$MAILDIR
 		if !strings.Contains(got, m.want) || !strings.Contains(got, "X-Spamd-Result: ") {
 			t.Errorf("delivered to %q:\n%.800s", m.folder, got)
 		}
+	}
+}
+
+// TestFilterThroughDaemon runs the pipe filter through a running
+// daemon's API, as it runs where spamd holds the store: each verdict's
+// exit status and headers, and the message passed on whole when the
+// daemon cannot judge it or cannot be reached.
+func TestFilterThroughDaemon(t *testing.T) {
+	isolate(t)
+	trained, empty := startDaemon(t), startDaemon(t)
+	spamDir, hamDir, heldOut := sampleDirs(t)
+	if status, out, errs := spamtrain(t, "", "train", "--api=unix:"+trained.sock, "--spam", spamDir, "--ham", hamDir); status != 0 {
+		t.Fatalf("train: %s %s", out, errs)
+	}
+	ham, err := os.ReadFile(heldOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spam := firstFile(t, filepath.Join(sample, "spam"))
+	junk := "\x00\x01 no header at all"
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "[api]\nsocket = %q\n", trained.sock), 0o644)
+	tests := []struct {
+		name  string
+		setup func(t *testing.T) []string
+		in    string
+		code  int
+		wants []string
+	}{
+		{"spam", func(*testing.T) []string { return []string{"--api", "unix:" + trained.sock, "--tag", "[SPAM]"} }, spam, 1,
+			[]string{"X-Spam-Flag: YES", "Subject: [SPAM] ", "X-Spamd-Result: spam; ", "required=3.0"}},
+		{"ham", func(*testing.T) []string { return []string{"--api", "unix:" + trained.sock} }, string(ham), 0,
+			[]string{"X-Spam-Flag: NO", "X-Spamd-Result: ham; "}},
+		{"unsure: an untrained model", func(*testing.T) []string { return []string{"--api", "unix:" + empty.sock} }, string(ham), 2,
+			[]string{"X-Spamd-Result: unsure; "}},
+		{"found by the configuration", func(t *testing.T) []string { t.Setenv("SPAMD_CONFIG", cfg); return nil }, spam, 1,
+			[]string{"X-Spam-Flag: YES"}},
+		{"--db of the store spamd holds", func(t *testing.T) []string {
+			t.Setenv("SPAMD_CONFIG", cfg)
+			return []string{"--db", trained.dir}
+		}, spam, 1, []string{"X-Spam-Flag: YES"}},
+		{"error: not a message, passed on untouched", func(*testing.T) []string { return []string{"--api", "unix:" + trained.sock} }, junk, 3,
+			[]string{junk}},
+		{"error: no daemon answers, passed on untouched", func(*testing.T) []string { return []string{"--api", "unix:/nonexistent.sock"} }, spam, 3,
+			[]string{spam}},
+		{"error: the store is held and no daemon serves it", func(*testing.T) []string { return []string{"--db", trained.dir} }, spam, 3,
+			[]string{spam}},
+		{"procmail's exit codes", func(*testing.T) []string {
+			return []string{"--api", "unix:/nonexistent.sock", "--exit-codes", "0,0,0,0"}
+		}, spam, 0,
+			[]string{spam}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := spamtrain(t, tt.in, append([]string{"filter"}, tt.setup(t)...)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, errOut)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in the output:\n%.600s", w, out)
+				}
+			}
+			if strings.Count(out, "\n\n") < strings.Count(tt.in, "\n\n") || !strings.HasSuffix(out, tt.in[max(0, len(tt.in)-40):]) {
+				t.Error("the message is not passed on whole, once")
+			}
+			if strings.HasPrefix(tt.name, "error") || strings.HasPrefix(tt.name, "procmail") {
+				if out != tt.in || !strings.Contains(errOut, "passed on unfiltered") {
+					t.Errorf("not passed on untouched, or not said so: %q", errOut)
+				}
+			}
+		})
 	}
 }
