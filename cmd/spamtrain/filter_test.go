@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -70,20 +69,12 @@ func TestFilter(t *testing.T) {
 func TestProcmail(t *testing.T) {
 	procmail, err := exec.LookPath("procmail")
 	if err != nil {
-		msg := "procmail is not installed (apt install procmail)"
-		if os.Getenv("SPAMD_REQUIRE_E2E") == "1" {
-			t.Fatal(msg + " (SPAMD_REQUIRE_E2E=1 makes this a failure)")
-		}
-		t.Skip(msg + "; set SPAMD_REQUIRE_E2E=1 to make this a failure")
+		skipE2E(t, "procmail is not installed (apt install procmail)")
 	}
 	isolate(t)
 	db := trainSample(t)
 	home := t.TempDir()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	bin := filepath.Join(home, "spamtrain")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := spamtrainBinary(t)
 	if err := os.MkdirAll(filepath.Join(home, "Maildir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
