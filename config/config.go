@@ -481,16 +481,17 @@ type Pref struct {
 	Required *float64 `toml:"required" json:"required,omitempty"`
 	// SubjectTag is put before the Subject of spam; "" tags nothing.
 	SubjectTag *string `toml:"subject_tag" json:"subject_tag,omitempty"`
-	// RejectScore is the score from which spam is rejected when Action
-	// is reject.
+	// RejectScore is the score from which spam is rejected when the
+	// action is reject.
 	RejectScore *float64 `toml:"reject_score" json:"reject_score,omitempty"`
 	// Action is what spam gets: "tag" (delivered with the headers and
 	// the subject tag), "quarantine" (held), or "reject" (rejected from
 	// RejectScore; below it held if [actions] quarantine_spam, else
 	// tagged).
 	Action string `toml:"action" json:"action,omitempty"`
-	// Allow and Deny list senders as Prefs.Allow and Prefs.Deny do, for
-	// this user or domain; they are checked before the next level's.
+	// Allow and Deny list senders as the site's allow and deny lists
+	// do, for this user or domain; they are checked before the next
+	// level's.
 	Allow []string `toml:"allow" json:"allow,omitempty"`
 	Deny  []string `toml:"deny" json:"deny,omitempty"`
 }

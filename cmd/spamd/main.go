@@ -41,15 +41,21 @@ type options struct {
 	version     bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+// flags returns spamd's flag set, setting o.
+func flags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("spamd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.config, "config", "", "configuration file (default $SPAMD_CONFIG, else /etc/spamd/config.toml if it exists)")
-	fs.StringVar(&o.db, "db", "", "store directory (overrides [store] dir)")
-	fs.StringVar(&o.milter, "milter", "", "milter address, tcp://HOST:PORT or unix:/PATH (overrides [milter] listen)")
-	fs.StringVar(&o.api, "api", "", "control API address, unix:/PATH or tcp://HOST:PORT (overrides [api] socket or tcp)")
+	fs.StringVar(&o.config, "config", "", "configuration `file` (default $SPAMD_CONFIG, else /etc/spamd/config.toml if it exists)")
+	fs.StringVar(&o.db, "db", "", "store `directory` (overrides [store] dir)")
+	fs.StringVar(&o.milter, "milter", "", "milter `address`, tcp://HOST:PORT or unix:/PATH (overrides [milter] listen)")
+	fs.StringVar(&o.api, "api", "", "control API `address`, unix:/PATH or tcp://HOST:PORT (overrides [api] socket or tcp)")
 	fs.BoolVar(&o.version, "version", false, "print the build and exit")
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flags(&o, stderr)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -60,6 +66,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "gendoc" {
+		// Hidden: make's, not a user's.
+		if err := gendocMain(os.Stdout, os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "spamd gendoc: %v\n", err)
+			os.Exit(2)
+		}
+		return
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,7 +92,25 @@ func TestSystemdUnit(t *testing.T) {
 		}
 		copied := filepath.Join(t.TempDir(), "spamd.service")
 		write(t, copied, strings.Replace(string(b), "ExecStart=/usr/local/bin/spamd", "ExecStart="+exe, 1))
-		out, err := exec.Command(analyze, "verify", copied).CombinedOutput()
+		// verify runs man for the unit's Documentation=man:…; the pages
+		// are written as make writes them.
+		manDir := t.TempDir()
+		for _, d := range []string{"man5", "man8"} {
+			os.MkdirAll(filepath.Join(manDir, d), 0o755)
+		}
+		var page8 strings.Builder
+		if err := gendocMain(&page8, []string{"man"}); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(manDir, "man8", "spamd.8"), page8.String())
+		page5, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "run", "../../internal/gendoc/confpage", "-src", "../../config/config.go").Output()
+		if err != nil {
+			t.Fatalf("confpage: %v", err)
+		}
+		write(t, filepath.Join(manDir, "man5", "spamd.conf.5"), string(page5))
+		cmd := exec.Command(analyze, "verify", copied)
+		cmd.Env = append(os.Environ(), "MANPATH="+manDir)
+		out, err := cmd.CombinedOutput()
 		if err != nil || len(out) > 0 {
 			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 		}

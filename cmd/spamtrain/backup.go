@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,8 +51,7 @@ type dumpArgs struct {
 }
 
 func parseDumpArgs(e *env, args []string) (*dumpArgs, error) {
-	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("dump")
 	a := &dumpArgs{}
 	a.mf.registerStore(fs)
 	fs.Var(&a.users, "user", "user whose model to dump, repeatable; \"\" is the global model (default: every model)")
@@ -213,8 +211,7 @@ type restoreArgs struct {
 }
 
 func parseRestoreArgs(e *env, args []string) (*restoreArgs, error) {
-	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("restore")
 	a := &restoreArgs{}
 	a.mf.registerStore(fs)
 	fs.Var(&a.users, "user", "restore only this user's model, repeatable; \"\" is the global model (default: every model in the dump)")
@@ -366,8 +363,7 @@ func openInput(path string, in io.Reader) (io.Reader, func(), error) {
 // parseDeleteArgs parses the arguments of delete-user and returns the
 // users named.
 func parseDeleteArgs(e *env, args []string, mf *modelFlags) ([]string, error) {
-	fs := flag.NewFlagSet("delete-user", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("delete-user")
 	mf.registerStore(fs)
 	global := fs.Bool("global", false, "delete the global model too")
 	if err := fs.Parse(args); err != nil {

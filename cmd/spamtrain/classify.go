@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -74,8 +73,7 @@ type classifyArgs struct {
 }
 
 func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
-	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("classify")
 	a := &classifyArgs{}
 	a.mf.register(fs, true)
 	fs.BoolVar(&a.asJSON, "json", false, "print one JSON object per message")

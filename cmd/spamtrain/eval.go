@@ -1,10 +1,11 @@
+//go:build !noeval
+
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -22,9 +23,12 @@ import (
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
+// withEval says that this build has eval and simulate and their plotting
+// libraries (lab.go: the build without them).
+const withEval = true
+
 func runEval(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("eval")
 	def := eval.DefaultOptions()
 	var o eval.Options = def
 	var indexes, spam, ham, sets, sweeps listFlag

@@ -1,3 +1,5 @@
+//go:build !noeval
+
 package main
 
 import (

@@ -76,8 +76,7 @@ type filterArgs struct {
 }
 
 func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
-	fs := flag.NewFlagSet("filter", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("filter")
 	a := &filterArgs{codes: exitCodes{0, 1, 2, 3}}
 	a.mf.register(fs, true)
 	fs.Var(&a.codes, "exit-codes", "exit statuses for ham, spam, unsure and error; procmail's f flag wants 0,0,0,0")

@@ -63,6 +63,19 @@ type env struct {
 	log            *slog.Logger
 	// tty says that stderr is a terminal, where progress is shown.
 	tty bool
+	// flagSets, when not nil, is told of every flag set a command makes
+	// (gendoc reads them).
+	flagSets func(*flag.FlagSet)
+}
+
+// flagSet returns a command's flag set, writing its usage to stderr.
+func (e *env) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	if e.flagSets != nil {
+		e.flagSets(fs)
+	}
+	return fs
 }
 
 var commands = []command{
@@ -136,6 +149,14 @@ const exitInterrupted = 130
 func run(ctx context.Context, e *env, args []string) int {
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
 		fmt.Fprintln(e.stdout, "spamtrain", version.String())
+		return 0
+	}
+	if len(args) > 0 && args[0] == "gendoc" {
+		// Hidden: make's, not a user's.
+		if err := runGendoc(ctx, e, args[1:]); err != nil {
+			fmt.Fprintf(e.stderr, "spamtrain gendoc: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -38,8 +37,7 @@ type storeStats struct {
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("stats")
 	var mf modelFlags
 	mf.register(fs, false)
 	asJSON := fs.Bool("json", false, "print one JSON document")
@@ -140,8 +138,7 @@ func printStats(e *env, out storeStats, asJSON bool, where string) error {
 // parseStoreCommand parses the flags of a command that takes nothing but
 // the store: check and compact.
 func parseStoreCommand(e *env, name string, args []string) (*modelFlags, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet(name)
 	var mf modelFlags
 	mf.register(fs, false)
 	if err := fs.Parse(args); err != nil {
@@ -266,8 +263,7 @@ func tree(tables, levels int) string {
 func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func runSettings(_ context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("settings", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("settings")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err)
 	}

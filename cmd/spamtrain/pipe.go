@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -24,8 +23,7 @@ import (
 //
 // A request that fails answers "err MESSAGE" and the session goes on.
 func runPipe(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("pipe", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("pipe")
 	var mf modelFlags
 	mf.register(fs, true)
 	if err := fs.Parse(args); err != nil {

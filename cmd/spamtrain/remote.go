@@ -22,7 +22,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,8 +60,13 @@ var unreached = map[string]func(ctx context.Context, e *env, args []string, err 
 	"filter": filterUnreached,
 }
 
+// locals are the commands' runs before they were made to go through the
+// daemon where they can; gendoc reads their flags.
+var locals = map[string]func(context.Context, *env, []string) error{}
+
 func init() {
 	for i := range commands {
+		locals[commands[i].name] = commands[i].run
 		if r, ok := remoteRuns[commands[i].name]; ok {
 			commands[i].run = viaDaemon(r, commands[i].run, unreached[commands[i].name])
 		}
@@ -404,8 +408,7 @@ func remoteWeights(ws []control.Weight) []weight {
 }
 
 func remoteStats(ctx context.Context, e *env, c *control.Client, args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("stats")
 	var rf modelFlags
 	rf.register(fs, false)
 	asJSON := fs.Bool("json", false, "print one JSON document")

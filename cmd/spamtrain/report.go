@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,8 +31,7 @@ import (
 // failed attempt is said on standard error, and a report that could not
 // be delivered is an error naming why: never dropped in silence.
 func runReport(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("report")
 	user := fs.String("user", "", "the user whose model learns from the report (required)")
 	spam := fs.Bool("spam", false, "the message is spam")
 	ham := fs.Bool("ham", false, "the message is ham")

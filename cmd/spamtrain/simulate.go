@@ -1,8 +1,9 @@
+//go:build !noeval
+
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -20,8 +21,7 @@ import (
 // the index, simulated users each receiving other folders and reporting
 // every error they see, for each λ and λ' given.
 func runSimulate(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("simulate")
 	var mf modelFlags
 	mf.register(fs, false)
 	index := fs.String("index", "", "index file: one \"spam|ham PATH\" line per message, paths relative to it (required)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -253,8 +252,7 @@ func parseTrainArgs(e *env, args []string, forget bool) (*trainArgs, error) {
 	if forget {
 		name = "forget"
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet(name)
 	a := &trainArgs{}
 	a.mf.register(fs, true)
 	var spam, ham listFlag

@@ -51,3 +51,13 @@ func format(info *debug.BuildInfo) string {
 	parts = append(parts, info.GoVersion)
 	return strings.Join(parts, ", ")
 }
+
+// Short returns the module version alone: a release's tag, or "devel"
+// for a build from a checkout; for a manual page's header.
+func Short() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Main.Version == "" || info.Main.Version == "(devel)" {
+		return "devel"
+	}
+	return info.Main.Version
+}
