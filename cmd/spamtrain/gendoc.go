@@ -39,6 +39,7 @@ var synopses = map[string]string{
 	"pipe":        "[--db DIR]",
 	"filter":      "[--user NAME] [--exit-codes H,S,U,E] [--tag TAG] < MESSAGE",
 	"report":      "--user NAME --spam|--ham FILE|-",
+	"prefs":       "--user NAME|--domain DOMAIN [--clear] [KEY=VALUE...]",
 	"simulate":    "--index FILE [--lambda L1,L2...] [--plots DIR]",
 	"settings":    "",
 }
@@ -51,7 +52,7 @@ var flagArgs = map[string]string{
 	"tag": "TAG", "timeout": "DURATION", "mode": "MODE", "part": "PART", "folds": "N", "train": "POLICY",
 	"bootstrap": "N", "store": "DIR", "sweep": "KEY=V1,V2,...", "by": "METRIC", "curve": "SIZES", "draws": "N",
 	"records": "FILE", "plots": "DIR", "attack": "KIND:N", "attack-out": "DIR", "split": "PERCENT", "global": "FOLDERS",
-	"lambda": "L1,L2,...", "lambda-prior": "L1,L2,...", "window": "N",
+	"lambda": "L1,L2,...", "lambda-prior": "L1,L2,...", "window": "N", "domain": "DOMAIN", "api": "ADDR",
 }
 
 // flagDefaults are the defaults that depend on the machine the page is

@@ -19,6 +19,7 @@
 //	spamtrain filter   [--db DIR] [--user NAME] [--exit-codes H,S,U,E] [--tag TAG] < MESSAGE
 //	spamtrain report   --user NAME --spam|--ham [--api ADDR] FILE|-
 //	spamtrain history  [--api ADDR] [--limit N] [--user NAME] [--verdict V] [--json] [-v] [-f]
+//	spamtrain prefs    --user NAME|--domain DOMAIN [--clear] [KEY=VALUE...]
 //	spamtrain simulate --index FILE [--user NAME=FOLDER,...]... [--lambda L,...] [--plots DIR]
 //	spamtrain settings
 //
@@ -95,6 +96,7 @@ var commands = []command{
 	{"filter", "classify the message on standard input and write it with spamd's headers", runFilter},
 	{"report", "report a message as spam or ham for a user to the running spamd", runReport},
 	{"history", "show the running spamd's latest verdicts", runHistory},
+	{"prefs", "show or set a user's or a domain's preferences in the running spamd", runPrefs},
 	{"simulate", "measure per-user models fed by reports on labelled mail", runSimulate},
 	{"settings", "list the filter settings --set accepts", runSettings},
 }
