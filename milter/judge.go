@@ -143,12 +143,9 @@ func (m *message) judge() decision {
 		// A listed sender's mail is never learned from: the list, not
 		// the model, judged it, and an allowed sender may be forged.
 		d.learned = m.autolearn(ctx, f, p, lowestClass, lowest, highest)
-		if d.learned != "" {
-			d.result.Learned = d.learned
-			d.headers[len(d.headers)-1][1] = d.result.String()
-		}
+		d.result.Learned = d.learned
 	}
-	return d
+	return d.withHeaders()
 }
 
 // lenient reports whether decision a lets the message through more
@@ -182,7 +179,7 @@ func verdictRank(d decision) int {
 }
 
 // decide turns a recipient's verdict, under their preferences, into an
-// outcome and headers.
+// outcome (withHeaders adds the headers).
 func (m *message) decide(fc filter.Config, pr prefs.Prefs, sender prefs.Sender, v filter.Verdict, r recipient) decision {
 	a := m.set.Actions
 	label := labelFor(fc, v, pr.Required)
@@ -244,7 +241,13 @@ func (m *message) decide(fc filter.Config, pr prefs.Prefs, sender prefs.Sender, 
 	if d.tag {
 		d.subjectTag = pr.SubjectTag
 	}
-	d.headers = append(spamHeaders(d.spam, v.Score, pr.Required), [2]string{ClassHeader, class}, [2]string{ResultHeader, res.String()})
+	return d
+}
+
+// withHeaders returns d with the headers of its verdict, made only for
+// the decision that stands.
+func (d decision) withHeaders() decision {
+	d.headers = append(spamHeaders(d.spam, d.result.Score, d.result.Required), [2]string{ClassHeader, d.class}, [2]string{ResultHeader, d.result.String()})
 	return d
 }
 
