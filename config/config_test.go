@@ -555,3 +555,24 @@ func TestDocsExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestTextPrefs checks that preferences, with their unset keys, read back
+// from the text of the configuration in force.
+func TestTextPrefs(t *testing.T) {
+	c, err := Decode(strings.NewReader("[prefs]\ndeny = [\"*@x.example\"]\n[prefs.user.\"a@b.example\"]\nrequired = 4.5\nsubject_tag = \"\"\n"+
+		"[prefs.domain.\"b.example\"]\naction = \"reject\"\n"), Default(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := c.Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(strings.NewReader(text), Default(noEnv))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("read back as %+v, want %+v", back.Prefs, c.Prefs)
+	}
+}

@@ -40,6 +40,7 @@ var synopses = map[string]string{
 	"filter":      "[--user NAME] [--exit-codes H,S,U,E] [--tag TAG] < MESSAGE",
 	"report":      "--user NAME --spam|--ham FILE|-",
 	"prefs":       "--user NAME|--domain DOMAIN [--clear] [KEY=VALUE...]",
+	"history":     "[--limit N] [--user NAME] [--verdict V] [--json] [-v] [-f]",
 	"simulate":    "--index FILE [--lambda L1,L2...] [--plots DIR]",
 	"settings":    "",
 }
@@ -52,7 +53,7 @@ var flagArgs = map[string]string{
 	"tag": "TAG", "timeout": "DURATION", "mode": "MODE", "part": "PART", "folds": "N", "train": "POLICY",
 	"bootstrap": "N", "store": "DIR", "sweep": "KEY=V1,V2,...", "by": "METRIC", "curve": "SIZES", "draws": "N",
 	"records": "FILE", "plots": "DIR", "attack": "KIND:N", "attack-out": "DIR", "split": "PERCENT", "global": "FOLDERS",
-	"lambda": "L1,L2,...", "lambda-prior": "L1,L2,...", "window": "N", "domain": "DOMAIN", "api": "ADDR",
+	"lambda": "L1,L2,...", "lambda-prior": "L1,L2,...", "window": "N", "domain": "DOMAIN", "api": "ADDR", "limit": "N", "verdict": "VERDICT",
 }
 
 // flagDefaults are the defaults that depend on the machine the page is

@@ -33,8 +33,7 @@ import (
 // come. A user other than root, spamd's account and the [api] admins
 // sees only the mail of the user named like their account.
 func runHistory(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("history", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("history")
 	api := fs.String("api", os.Getenv("SPAMD_API"), "the daemon's API: unix:/PATH or tcp://HOST:PORT (default $SPAMD_API, else its configuration's socket)")
 	limit := fs.Int("limit", 20, "how many verdicts, the latest (1 to 10000)")
 	user := fs.String("user", "", "only the mail of this user")
