@@ -74,18 +74,27 @@ func batchBody(n int, msg func(i int) []byte) io.Reader {
 	return pr
 }
 
-// repeat is size bytes of 'a', made as they are read.
-type repeat struct{ left int64 }
+// repeat is size bytes of 'a', made as they are read. The HTTP client
+// may still read it after the answer came, so what is left is atomic.
+type repeat struct{ left atomic.Int64 }
+
+// newRepeat returns a repeat of size bytes.
+func newRepeat(size int64) *repeat {
+	r := &repeat{}
+	r.left.Store(size)
+	return r
+}
 
 func (r *repeat) Read(b []byte) (int, error) {
-	if r.left <= 0 {
+	left := r.left.Load()
+	if left <= 0 {
 		return 0, io.EOF
 	}
-	n := min(int64(len(b)), r.left)
+	n := min(int64(len(b)), left)
 	for i := range b[:n] {
 		b[i] = 'a'
 	}
-	r.left -= n
+	r.left.Add(-n)
 	return int(n), nil
 }
 
@@ -158,7 +167,7 @@ func TestHostileBodies(t *testing.T) {
 	t.Run("a 1 GiB message to classify", func(t *testing.T) {
 		sock, _, _ := hostileAPI(t, apiLimits{})
 		p := procstat.Start(2 * time.Millisecond)
-		body := &repeat{left: 1 << 30}
+		body := newRepeat(1 << 30)
 		status, _, _, err := post(sock, "/v1/classify", body)
 		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 64 << 20, Heap: 96 << 20, CPU: 3 * time.Second})
 		if err == nil && status != http.StatusRequestEntityTooLarge {
@@ -166,7 +175,7 @@ func TestHostileBodies(t *testing.T) {
 		}
 		// The server stopped reading past the limit: the client could not
 		// send the rest.
-		if read := 1<<30 - body.left; read >= 1<<30 {
+		if read := 1<<30 - body.left.Load(); read >= 1<<30 {
 			t.Errorf("the whole GiB was sent")
 		} else {
 			t.Logf("%d MiB sent of 1024", read>>20)
@@ -174,7 +183,7 @@ func TestHostileBodies(t *testing.T) {
 	})
 	t.Run("a batch holding one 200 MiB message", func(t *testing.T) {
 		sock, _, _ := hostileAPI(t, apiLimits{})
-		body := io.MultiReader(strings.NewReader(`{"items":[{"class":"spam","message":"`), &repeat{left: 200 << 20}, strings.NewReader(`"}]}`))
+		body := io.MultiReader(strings.NewReader(`{"items":[{"class":"spam","message":"`), newRepeat(200<<20), strings.NewReader(`"}]}`))
 		p := procstat.Start(2 * time.Millisecond)
 		status, _, b, err := post(sock, "/v1/train", body)
 		procstat.Within(t, p.Stop(), procstat.Bound{RSS: 96 << 20, Heap: 64 << 20, CPU: 3 * time.Second})

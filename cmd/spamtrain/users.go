@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -15,8 +14,7 @@ import (
 
 // parseUsersArgs parses the flags of users.
 func parseUsersArgs(e *env, args []string, mf *modelFlags) (asJSON bool, err error) {
-	fs := flag.NewFlagSet("users", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("users")
 	mf.registerStore(fs)
 	j := fs.Bool("json", false, "print one JSON document")
 	if err := fs.Parse(args); err != nil {
@@ -114,8 +112,7 @@ type resetArgs struct {
 }
 
 func parseResetArgs(e *env, args []string) (*resetArgs, error) {
-	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("reset")
 	a := &resetArgs{}
 	a.mf.registerStore(fs)
 	var users userList
