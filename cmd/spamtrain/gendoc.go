@@ -26,7 +26,7 @@ import (
 // synopses are the arguments of each command after its program and name,
 // for its synopsis. Every command has one (TestGendoc).
 var synopses = map[string]string{
-	"train":       "[--user NAME] [--recursive] --spam PATH... --ham PATH... | --index FILE",
+	"train":       "[--user NAME] [--recursive] --spam PATH... --ham PATH... [--class NAME PATH...]... | --index FILE",
 	"forget":      "[--user NAME] PATH...",
 	"classify":    "[--user NAME] [--json] [-v] PATH...|-",
 	"stats":       "[--json]",
@@ -42,6 +42,8 @@ var synopses = map[string]string{
 	"prefs":       "--user NAME|--domain DOMAIN [--clear] [KEY=VALUE...]",
 	"history":     "[--limit N] [--user NAME] [--verdict V] [--json] [-v] [-f]",
 	"simulate":    "--index FILE [--lambda L1,L2...] [--plots DIR]",
+	"users":       "[--json]",
+	"reset":       "--user NAME... | --global | --all",
 	"settings":    "",
 }
 
