@@ -122,10 +122,7 @@ func TestInstall(t *testing.T) {
 		if !strings.Contains(string(b), "\nExecStart=/usr/local/bin/spamd\n") {
 			t.Fatalf("the unit does not run the spamd it installs:\n%s", b)
 		}
-		analyze, err := exec.LookPath("systemd-analyze")
-		if err != nil {
-			t.Skip("systemd-analyze is not installed")
-		}
+		analyze := need(t, "systemd-analyze", "systemd")
 		// The unit as installed, its ExecStart pointing at where DESTDIR
 		// staged the binary, since verify checks that it exists.
 		staged := filepath.Join(t.TempDir(), "spamd.service")
@@ -180,13 +177,7 @@ func TestInstall(t *testing.T) {
 		if err != nil || string(out) != "filter\n--exit-codes\n" {
 			t.Errorf("bash completion: %v %q", err, out)
 		}
-		zsh, err := exec.LookPath("zsh")
-		if err != nil {
-			if os.Getenv("SPAMD_REQUIRE_E2E") == "1" {
-				t.Fatal("zsh is not installed (apt-get install zsh)")
-			}
-			t.Skip("zsh is not installed")
-		}
+		zsh := need(t, "zsh", "zsh")
 		for _, f := range []string{"_spamd", "_spamtrain"} {
 			if out, err := exec.Command(zsh, "-n", filepath.Join(root, "usr/local/share/zsh/site-functions", f)).CombinedOutput(); err != nil {
 				t.Errorf("zsh -n %s: %v %s", f, err, out)
