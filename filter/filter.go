@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -215,7 +216,9 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	if err := store.ValidUser(user); err != nil {
 		return Verdict{}, err
 	}
-	m, fs, scope, err := f.features(ctx, user, p.Bag, nil, -1)
+	sc := getScratch()
+	defer putScratch(sc)
+	m, fs, scope, err := f.features(ctx, user, p.Bag, nil, -1, sc)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -381,7 +384,7 @@ func (f *Filter) names(scope []int) []string {
 // global model as the prior of the user's, and returns the model to score
 // them with, whose classes are those of the scope it returns (see scope;
 // pending and need are scope's).
-func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending []float64, need int) (*nb.Model, []nb.Feature, []int, error) {
+func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending []float64, need int, sc *scratch) (*nb.Model, []nb.Feature, []int, error) {
 	gt, err := f.st.Totals(ctx, "")
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("global totals: %w", err)
@@ -427,10 +430,9 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending
 	if uc != nil {
 		width = 2 * block
 	}
-	buf := make([]float64, len(hashes)*width)
+	buf, fs := sc.take(len(hashes), width)
 	gmap := f.classMap(gt, scope)
 	umap := f.classMap(ut, scope)
-	fs := make([]nb.Feature, len(hashes))
 	for i, h := range hashes {
 		row := buf[i*width : (i+1)*width]
 		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i])}
@@ -446,6 +448,54 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending
 		}
 	}
 	return m, fs, scope, nil
+}
+
+// scratch is the memory features fills for one message: the features and
+// the one array their per-class slices point into. Scoring needs it only
+// while it scores, and a message has hundreds of features of over a
+// hundred bytes each, so it is reused (scratches) rather than left to the
+// garbage collector per message.
+type scratch struct {
+	buf []float64
+	fs  []nb.Feature
+}
+
+// maxScratch is the largest number of features a scratch keeps for the
+// next message: a rare giant message is not to pin its memory for good.
+const maxScratch = 1 << 14
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch to pass to features and then to putScratch
+// once nothing refers to its features.
+func getScratch() *scratch { return scratches.Get().(*scratch) }
+
+// putScratch gives sc back for another message.
+func putScratch(sc *scratch) {
+	if cap(sc.fs) > maxScratch {
+		return
+	}
+	// The features name tokens and point into buf: clear them so that a
+	// kept scratch holds no message's strings.
+	clear(sc.fs)
+	scratches.Put(sc)
+}
+
+// take returns n zeroed features and a zeroed array of n·width values.
+func (sc *scratch) take(n, width int) ([]float64, []nb.Feature) {
+	if cap(sc.buf) < n*width {
+		sc.buf = make([]float64, n*width)
+	} else {
+		sc.buf = sc.buf[:n*width]
+		clear(sc.buf)
+	}
+	if cap(sc.fs) < n {
+		sc.fs = make([]nb.Feature, n)
+	} else {
+		sc.fs = sc.fs[:n]
+		clear(sc.fs)
+	}
+	return sc.buf, sc.fs
 }
 
 // runFeatures returns the features of run, a bag of a subset of the

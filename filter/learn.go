@@ -48,7 +48,9 @@ func (f *Filter) newLearner(user string) *learner {
 // as class makes, and notes what its training adds for the next message.
 func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store.Step, error) {
 	ci := slices.Index(l.f.cfg.Classes, class)
-	m, fs, scope, err := l.f.features(ctx, l.user, p.Bag, l.messages, ci)
+	sc := getScratch()
+	defer putScratch(sc)
+	m, fs, scope, err := l.f.features(ctx, l.user, p.Bag, l.messages, ci, sc)
 	if err != nil {
 		return nil, err
 	}
