@@ -302,7 +302,12 @@ func match(e, addr string) bool {
 	if !strings.Contains(e, "@") {
 		e = "*@" + e
 	}
-	ok, _ := path.Match(e, addr)
+	// path.Match's wildcards stop at '/', which a local part may hold
+	// (a/b@spam.example): matched as is, such an address would slip past
+	// every deny entry. Entries hold no '/' nor control byte
+	// (config.ValidateList), so a NUL in its place is matched by exactly
+	// the wildcards that should match it, and by no literal.
+	ok, _ := path.Match(e, strings.ReplaceAll(addr, "/", "\x00"))
 	return ok
 }
 

@@ -3,6 +3,7 @@ package prefs
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spamd/spamd/config"
@@ -75,6 +76,8 @@ func TestListed(t *testing.T) {
 		{"not listed", carol, Sender{Envelope: "someone@else.example", From: []string{"someone@else.example"}}, Listing{}, false},
 		{"site deny by envelope", carol, Sender{Envelope: "x@spam.example", From: []string{"nice@else.example"}}, Listing{"deny", Global, "*@spam.example"}, true},
 		{"site deny by From", carol, Sender{Envelope: "bounce@else.example", From: []string{"X@SPAM.example"}}, Listing{"deny", Global, "*@spam.example"}, true},
+		{"site deny of an address with a slash", carol, Sender{Envelope: "a/b@spam.example", From: []string{"nice@else.example"}}, Listing{"deny", Global, "*@spam.example"}, true},
+		{"site deny of a domain, From: with a slash", carol, Sender{Envelope: "bounce@else.example", From: []string{"x/y@partner.example"}}, Listing{"deny", Global, "partner.example"}, true},
 		{"site deny of a domain", carol, Sender{Envelope: "y@partner.example", From: []string{"y@partner.example"}}, Listing{"deny", Global, "partner.example"}, true},
 		{"site deny before site allow", carol, Sender{Envelope: "friend@partner.example", From: []string{"friend@partner.example"}}, Listing{"deny", Global, "partner.example"}, true},
 		{"domain allow before site deny", dave, Sender{Envelope: "y@partner.example", From: []string{"y@partner.example"}}, Listing{"allow", Domain, "*@partner.example"}, true},
@@ -172,6 +175,32 @@ func FuzzAuthenticated(f *testing.F) {
 			if d == "" || d == "." {
 				t.Errorf("empty domain from %q", v)
 			}
+		}
+	})
+}
+
+// FuzzMatch checks that any entry a list may hold is matched against any
+// address without a panic, and that a domain entry, and its glob, match
+// every address in the domain whatever its local part holds.
+func FuzzMatch(f *testing.F) {
+	for _, s := range [][2]string{
+		{"*@spam.example", "a/b@spam.example"}, {"partner.example", "x@partner.example"},
+		{"[a-c]?@*.example", "b1@x.example"}, {"*@*@*", "a@b"}, {"\\*x", "*x@y"}, {"[^a]*", "/@z.example"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, entry, addr string) {
+		addr = strings.ToLower(addr)
+		if config.ValidateList([]string{entry}) == nil {
+			match(entry, addr)
+		}
+		local, domain, ok := strings.Cut(addr, "@")
+		if !ok || domain == "" || strings.Contains(domain, "@") || config.ValidateList([]string{domain}) != nil ||
+			strings.ContainsAny(domain, "*?[]\\") {
+			return
+		}
+		if !match(domain, addr) || !match("*@"+domain, addr) {
+			t.Errorf("%q does not match domain %q (local part %q)", addr, domain, local)
 		}
 	})
 }
