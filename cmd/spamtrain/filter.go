@@ -220,15 +220,52 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 	})
 }
 
-// filterUnreached passes the message on unfiltered, with the error
-// status, when the daemon the command line names does not answer: a
-// filter never loses mail.
-func filterUnreached(_ context.Context, e *env, args []string, err error) error {
-	a, perr := parseFilterArgs(e, args)
-	if perr != nil {
-		return perr
+// passOnFailure returns the filter command run made to pass the message
+// on when run fails before it reads it: a command line it refuses (a
+// mistyped flag, a --user spamd would not take), no daemon answering, a
+// store held by another process. The message is copied through unread,
+// and the status is the error's, never one a verdict could have: a
+// script must not take a broken filter's silence for a verdict, nor lose
+// the message to it.
+func passOnFailure(run func(context.Context, *env, []string) error) func(context.Context, *env, []string) error {
+	return func(ctx context.Context, e *env, args []string) error {
+		err := run(ctx, e, args)
+		var st *exitStatus
+		if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &st) {
+			// Done, -h asked for, or the message passed on already.
+			return err
+		}
+		if _, werr := io.Copy(e.stdout, e.stdin); werr != nil {
+			err = fmt.Errorf("%w; writing the message: %v", err, werr)
+		}
+		return &exitStatus{code: errorStatus(args), err: fmt.Errorf("the message was passed on unfiltered: %w", err)}
 	}
-	return filterMessage(e, a, func([]byte) (*judged, error) { return nil, err })
+}
+
+// errorStatus is the error status the command line asks for with
+// --exit-codes, 3 if it asks for none it can be read for.
+func errorStatus(args []string) int {
+	codes := exitCodes{0, 1, 2, 3}
+	for i, a := range args {
+		var v string
+		switch {
+		case a == "--":
+			return codes.err
+		case a == "--exit-codes" || a == "-exit-codes":
+			if i+1 < len(args) {
+				v = args[i+1]
+			}
+		case strings.HasPrefix(a, "--exit-codes=") || strings.HasPrefix(a, "-exit-codes="):
+			_, v, _ = strings.Cut(a, "=")
+		default:
+			continue
+		}
+		var c exitCodes
+		if c.Set(v) == nil {
+			codes = c
+		}
+	}
+	return codes.err
 }
 
 // filterMessage reads the message on standard input, judges it with

@@ -44,6 +44,12 @@ func TestFilter(t *testing.T) {
 		{"unsure: a global model never trained", []string{"--db", empty}, ham, 2, []string{"X-Spamd-Result: unsure; "}},
 		{"error: passed on untouched", []string{"--db", db}, junk, 3, []string{junk}},
 		{"procmail's exit codes", []string{"--db", db, "--exit-codes", "0,0,0,0"}, spam, 0, []string{"X-Spam-Flag: YES"}},
+		// A command line it refuses is no verdict: not 2 (unsure), as a
+		// usage error is elsewhere, and the message still comes out.
+		{"error: a flag it does not know", []string{"--db", db, "--no-such-flag"}, spam, 3, []string{spam}},
+		{"error: an argument", []string{"--db", db, "extra"}, spam, 3, []string{spam}},
+		{"error: a bad flag, the error status asked for", []string{"--exit-codes=0,1,2,7", "--db", db, "--no-such-flag"}, spam, 7, []string{spam}},
+		{"error: --exit-codes it cannot read", []string{"--db", db, "--exit-codes", "0,1"}, spam, 3, []string{spam}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +64,9 @@ func TestFilter(t *testing.T) {
 			}
 			if !strings.HasSuffix(out, tt.in[max(0, len(tt.in)-40):]) {
 				t.Error("the message's end is not the output's end")
+			}
+			if strings.HasPrefix(tt.name, "error") && (out != tt.in || !strings.Contains(errOut, "passed on unfiltered")) {
+				t.Errorf("not passed on untouched, or not said so: %q", errOut)
 			}
 		})
 	}
@@ -148,6 +157,12 @@ func TestFilterThroughDaemon(t *testing.T) {
 		{"error: no daemon answers, passed on untouched", func(*testing.T) []string { return []string{"--api", "unix:/nonexistent.sock"} }, spam, 3,
 			[]string{spam}},
 		{"error: the store is held and no daemon serves it", func(*testing.T) []string { return []string{"--db", trained.dir} }, spam, 3,
+			[]string{spam}},
+		{"error: a user name spamd refuses", func(*testing.T) []string { return []string{"--api", "unix:" + trained.sock, "--user", "Not A User"} }, spam, 3,
+			[]string{spam}},
+		{"error: --set, which spamd's settings overrule", func(*testing.T) []string { return []string{"--api", "unix:" + trained.sock, "--set", "alpha=0.1"} }, spam, 3,
+			[]string{spam}},
+		{"error: --api without an address", func(*testing.T) []string { return []string{"--api"} }, spam, 3,
 			[]string{spam}},
 		{"procmail's exit codes", func(*testing.T) []string {
 			return []string{"--api", "unix:/nonexistent.sock", "--exit-codes", "0,0,0,0"}

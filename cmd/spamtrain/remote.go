@@ -54,12 +54,6 @@ var remoteRuns = map[string]remoteRun{
 	"filter":      remoteFilter,
 }
 
-// unreached are what commands do when the daemon they were told to use
-// does not answer, instead of failing: the filter passes the message on.
-var unreached = map[string]func(ctx context.Context, e *env, args []string, err error) error{
-	"filter": filterUnreached,
-}
-
 // locals are the commands' runs before they were made to go through the
 // daemon where they can; gendoc reads their flags.
 var locals = map[string]func(context.Context, *env, []string) error{}
@@ -68,7 +62,10 @@ func init() {
 	for i := range commands {
 		locals[commands[i].name] = commands[i].run
 		if r, ok := remoteRuns[commands[i].name]; ok {
-			commands[i].run = viaDaemon(r, commands[i].run, unreached[commands[i].name])
+			commands[i].run = viaDaemon(r, commands[i].run)
+		}
+		if commands[i].name == "filter" {
+			commands[i].run = passOnFailure(commands[i].run)
 		}
 	}
 }
@@ -90,10 +87,8 @@ func storeOpenError(dir string, err error) error {
 }
 
 // viaDaemon returns a command that runs remote when a daemon is to be
-// used, else local; when the daemon named does not answer, it fails, or
-// runs unanswered if that is not nil.
-func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) error,
-	unanswered func(context.Context, *env, []string, error) error) func(context.Context, *env, []string) error {
+// used, else local; when the daemon named does not answer, it fails.
+func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) error) func(context.Context, *env, []string) error {
 	return func(ctx context.Context, e *env, args []string) error {
 		args, addr, err := cutAPIFlag(args)
 		if err != nil {
@@ -104,9 +99,6 @@ func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) err
 		}
 		if addr != "" {
 			c, err := dialDaemon(ctx, addr)
-			if err != nil && unanswered != nil {
-				return unanswered(ctx, e, args, err)
-			}
 			if err != nil {
 				return err
 			}
@@ -128,22 +120,16 @@ func viaDaemon(remote remoteRun, local func(context.Context, *env, []string) err
 		if !errors.Is(err, errStoreLocked) {
 			return err
 		}
-		fail := func(err error) error {
-			if unanswered != nil {
-				return unanswered(ctx, e, args, err)
-			}
-			return err
-		}
 		// The store is held: if by the daemon, go through it.
 		c := findDaemon(ctx, e)
 		if c == nil {
-			return fail(err)
+			return err
 		}
 		st, serr := c.Stats(ctx)
 		if abs, aerr := filepath.Abs(db); serr == nil && aerr == nil && st.Dir == abs {
 			return remote(ctx, e, c, args)
 		}
-		return fail(fmt.Errorf("%w (spamd at %s serves %s)", err, c.Addr(), st.Dir))
+		return fmt.Errorf("%w (spamd at %s serves %s)", err, c.Addr(), st.Dir)
 	}
 }
 
