@@ -461,7 +461,8 @@ type Prefs struct {
 	// an allow entry matches only mail whose From: domain such a field
 	// says passed DMARC, DKIM (header.d the domain or a parent of it) or
 	// SPF (smtp.mailfrom in the domain). Fields with this id arriving
-	// from outside must be removed before spamd sees them.
+	// from outside must be removed before spamd sees them (OpenDKIM's
+	// RemoveARAll), or a forger writes the pass.
 	AuthservID string `toml:"authserv_id"`
 	// File keeps the preferences set through the API (PUT /v1/prefs),
 	// which take precedence over this file's for the same user or
@@ -487,7 +488,7 @@ type Pref struct {
 	// Action is what spam gets: "tag" (delivered with the headers and
 	// the subject tag), "quarantine" (held), or "reject" (rejected from
 	// RejectScore; below it held if [actions] quarantine_spam, else
-	// tagged).
+	// tagged; a deny-listed sender whatever the score).
 	Action string `toml:"action" json:"action,omitempty"`
 	// Allow and Deny list senders as the site's allow and deny lists
 	// do, for this user or domain; they are checked before the next
