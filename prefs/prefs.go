@@ -36,6 +36,7 @@
 package prefs
 
 import (
+	"cmp"
 	"path"
 	"slices"
 	"strings"
@@ -97,12 +98,35 @@ type Book struct {
 	site Site
 	// file and api are the configuration's layer and the API's.
 	file, api Layer
+	// siteList, userLists and domainLists are the sender lists made
+	// ready for matching once, here, rather than for every recipient of
+	// every message.
+	siteList               *list
+	userLists, domainLists map[string]*list
 }
 
 // New returns the book of the site's settings and the two layers, api
 // taking precedence over file.
 func New(site Site, file, api Layer) *Book {
-	return &Book{site: site, file: file, api: api}
+	return &Book{site: site, file: file, api: api,
+		siteList:    newList(Global, site.Allow, site.Deny),
+		userLists:   lists(User, file.Users, api.Users),
+		domainLists: lists(Domain, file.Domains, api.Domains)}
+}
+
+// lists makes ready the sender lists of every user (or domain) of the
+// file's and the API's layers, the API's lists over the file's.
+func lists(level Level, file, api map[string]config.Pref) map[string]*list {
+	out := map[string]*list{}
+	for _, m := range []map[string]config.Pref{file, api} {
+		for name := range m {
+			if _, done := out[name]; !done {
+				q := merge(file[name], api[name])
+				out[name] = newList(level, q.Allow, q.Deny)
+			}
+		}
+	}
+	return out
 }
 
 // Site returns the site's settings.
@@ -113,7 +137,7 @@ func (b *Book) API() Layer { return b.api }
 
 // WithAPI returns a book like b with api as the layer set through the
 // API.
-func (b *Book) WithAPI(api Layer) *Book { return &Book{site: b.site, file: b.file, api: api} }
+func (b *Book) WithAPI(api Layer) *Book { return New(b.site, b.file, api) }
 
 // SubjectTags returns every subject tag some recipient's spam may get:
 // the site's and those users and domains set, without repeats, the empty
@@ -151,14 +175,112 @@ type Prefs struct {
 	RejectScore float64
 	Action      string
 	Source      map[string]Level
-	lists       []list
-	authservID  string
+	// lists are the sender lists of the recipient's levels, the most
+	// specific first.
+	lists      []*list
+	authservID string
 }
 
 // list is one level's sender lists.
 type list struct {
 	level       Level
-	allow, deny []string
+	allow, deny entries
+}
+
+// newList returns a level's lists made ready for matching, nil if both
+// are empty.
+func newList(level Level, allow, deny []string) *list {
+	if len(allow)+len(deny) == 0 {
+		return nil
+	}
+	return &list{level: level, allow: newEntries(allow), deny: newEntries(deny)}
+}
+
+// entries is a sender list made ready for matching: its plain addresses
+// and domains in maps, so that a list of thousands costs a message a
+// few lookups, and its globs, tried in turn. Keys and patterns are
+// lower-cased; the values are the entries as written, for the log.
+type entries struct {
+	addrs, domains map[string]string
+	globs          []glob
+}
+
+// glob is a list entry with wildcards.
+type glob struct{ pattern, entry string }
+
+func newEntries(l []string) entries {
+	es := entries{addrs: map[string]string{}, domains: map[string]string{}}
+	for _, e := range l {
+		k := strings.ToLower(e)
+		switch {
+		case strings.ContainsAny(k, `*?[\`):
+			if !strings.Contains(k, "@") {
+				k = "*@" + k // a domain's glob
+			}
+			es.globs = append(es.globs, glob{k, e})
+		case strings.Contains(k, "@"):
+			es.addrs[k] = cmp.Or(es.addrs[k], e)
+		default:
+			es.domains[k] = cmp.Or(es.domains[k], e)
+		}
+	}
+	return es
+}
+
+// find returns the entry that matches the address addr (normalized by
+// normalize), if any.
+func (es entries) find(addr string) (string, bool) {
+	if addr == "" {
+		return "", false
+	}
+	if e, ok := es.addrs[addr]; ok {
+		return e, true
+	}
+	if e, ok := es.domains[domainOf(addr)]; ok {
+		return e, true
+	}
+	for _, g := range es.globs {
+		if ok, _ := path.Match(g.pattern, addr); ok {
+			return g.entry, true
+		}
+	}
+	return "", false
+}
+
+// agreeing returns the entry that matches the envelope sender env and
+// every From: address of from (all normalized), if any.
+func (es entries) agreeing(env string, from []string) (string, bool) {
+	if env == "" || len(from) == 0 {
+		return "", false
+	}
+	every := func(ok func(string) bool) bool {
+		return !slices.ContainsFunc(from, func(f string) bool { return !ok(f) })
+	}
+	if e, ok := es.addrs[env]; ok && every(func(f string) bool { return f == env }) {
+		return e, true
+	}
+	if d := domainOf(env); d != "" {
+		if e, ok := es.domains[d]; ok && every(func(f string) bool { return domainOf(f) == d }) {
+			return e, true
+		}
+	}
+	for _, g := range es.globs {
+		match := func(a string) bool { ok, _ := path.Match(g.pattern, a); return ok }
+		if match(env) && every(match) {
+			return g.entry, true
+		}
+	}
+	return "", false
+}
+
+// normalize returns an address as the lists match it: lower-cased, and
+// with a NUL for each '/'. path.Match's wildcards stop at '/', which a
+// local part may hold (a/b@spam.example): matched as is, such an address
+// would slip past every deny glob. Entries hold no '/' nor control byte
+// (config.ValidateList), so a NUL is matched by exactly the wildcards
+// that should match a '/', and by no plain entry.
+func normalize(addr string) string {
+	return strings.ReplaceAll(strings.ToLower(addr), "/", "\x00")
 }
 
 // For returns what applies to the recipient with user name user and
@@ -200,12 +322,12 @@ func (b *Book) For(user, domain string) Prefs {
 		if q.Action != "" {
 			p.Action, p.Source["action"] = q.Action, l.level
 		}
-		if len(q.Allow)+len(q.Deny) > 0 {
-			p.lists = append([]list{{l.level, q.Allow, q.Deny}}, p.lists...)
-		}
 	}
-	if len(s.Allow)+len(s.Deny) > 0 {
-		p.lists = append(p.lists, list{Global, s.Allow, s.Deny})
+	// The lists, most specific first.
+	for _, l := range []*list{b.userLists[user], b.domainLists[domain], b.siteList} {
+		if l != nil {
+			p.lists = append(p.lists, l)
+		}
 	}
 	return p
 }
@@ -260,55 +382,39 @@ func (p Prefs) Listed(s Sender) (Listing, bool) {
 	if len(p.lists) == 0 {
 		return Listing{}, false
 	}
-	env := strings.ToLower(s.Envelope)
+	env := normalize(s.Envelope)
 	from := make([]string, len(s.From))
 	for i, f := range s.From {
-		from[i] = strings.ToLower(f)
+		from[i] = normalize(f)
 	}
 	var auth []string // computed once, when an allow entry needs it
 	authDone := false
 	for _, l := range p.lists {
-		for _, e := range l.deny {
-			if match(e, env) || slices.ContainsFunc(from, func(f string) bool { return match(e, f) }) {
+		if e, ok := l.deny.find(env); ok {
+			return Listing{"deny", l.level, e}, true
+		}
+		for _, f := range from {
+			if e, ok := l.deny.find(f); ok {
 				return Listing{"deny", l.level, e}, true
 			}
 		}
-		for _, e := range l.allow {
-			if env == "" || len(from) == 0 || !match(e, env) || slices.ContainsFunc(from, func(f string) bool { return !match(e, f) }) {
+		e, ok := l.allow.agreeing(env, from)
+		if !ok {
+			continue
+		}
+		if p.authservID != "" {
+			if !authDone {
+				auth, authDone = Authenticated(s.AuthResults, p.authservID), true
+			}
+			// Every From: domain vouched for: the entry matched them
+			// all, and each is the sender's to write.
+			if slices.ContainsFunc(from, func(f string) bool { return !vouched(auth, domainOf(f)) }) {
 				continue
 			}
-			if p.authservID != "" {
-				if !authDone {
-					auth, authDone = Authenticated(s.AuthResults, p.authservID), true
-				}
-				if !slices.ContainsFunc(from, func(f string) bool { return vouched(auth, domainOf(f)) }) {
-					continue
-				}
-			}
-			return Listing{"allow", l.level, e}, true
 		}
+		return Listing{"allow", l.level, e}, true
 	}
 	return Listing{}, false
-}
-
-// match reports whether the lower-cased address addr matches the list
-// entry e: an address or a glob of one, or a domain or a glob of one,
-// which stands for every address in it.
-func match(e, addr string) bool {
-	if addr == "" {
-		return false
-	}
-	e = strings.ToLower(e)
-	if !strings.Contains(e, "@") {
-		e = "*@" + e
-	}
-	// path.Match's wildcards stop at '/', which a local part may hold
-	// (a/b@spam.example): matched as is, such an address would slip past
-	// every deny entry. Entries hold no '/' nor control byte
-	// (config.ValidateList), so a NUL in its place is matched by exactly
-	// the wildcards that should match it, and by no literal.
-	ok, _ := path.Match(e, strings.ReplaceAll(addr, "/", "\x00"))
-	return ok
 }
 
 // domainOf returns the domain of an address, "" if it has none.
