@@ -367,3 +367,25 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// FuzzAddresses checks that any From: value gives at most
+// maxSenderFields addresses, each with an '@', without a panic.
+func FuzzAddresses(f *testing.F) {
+	for _, s := range []string{
+		"Alice <alice@example.org>", `"Bob, Jr." <bob@example.org>, carol@example.org`,
+		"=?x-unknown?q?Eve?= <eve@example.org>", `"unclosed <a@b.example>`, "<a/b@c.example>", "", "@@@, <@>",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := addresses(v)
+		if len(got) > maxSenderFields {
+			t.Errorf("%d addresses from %q", len(got), v)
+		}
+		for _, a := range got {
+			if !strings.Contains(a, "@") {
+				t.Errorf("%q from %q has no '@'", a, v)
+			}
+		}
+	})
+}

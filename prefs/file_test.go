@@ -71,3 +71,28 @@ func TestFile(t *testing.T) {
 		t.Errorf("an unknown key: %v", err)
 	}
 }
+
+// FuzzOpenFile checks that any content of the API's preferences file is
+// refused or read as a layer the API could have written, without a panic.
+func FuzzOpenFile(f *testing.F) {
+	for _, s := range []string{
+		`{"users":{"alice@example.org":{"required":5,"subject_tag":"","allow":["boss@example.com"]}},"domains":{"example.org":{"action":"quarantine"}}}`,
+		`{"users":{"Bob":{}}}`, `{"users":{"bob":{"action":"discard"}}}`, `{"domains":{"a@b":{}}}`, `{}`, `null`, ``, `{"users":{"x":{"deny":["*@[a-"]}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(dir, "prefs.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pf, err := OpenFile(path)
+		if err != nil {
+			return
+		}
+		if err := pf.Layer().Validate(); err != nil {
+			t.Errorf("read %q, a layer the API would refuse: %v", b, err)
+		}
+	})
+}
