@@ -184,7 +184,12 @@ func compare(b *testing.B, sessions, n int, msgs []parsed, targets []target) (ra
 		if r == rounds-1 {
 			k = n - k*(rounds-1)
 		}
-		for i, t := range targets {
+		// Each round starts with the next target, so that none always
+		// runs right after the same other one and pays for what that one
+		// left behind: its garbage to collect, its sockets closing.
+		for j := range targets {
+			i := (r + j) % len(targets)
+			t := targets[i]
 			e, l := load(b, t.addr, sessions, k, msgs, t.header)
 			took[i] += e
 			lat[i] = append(lat[i], l...)
@@ -212,8 +217,8 @@ func quantile(lat []time.Duration, q float64) float64 {
 // streamed, only the end of the message answered), so that spamd's own
 // work stands alone; and "history", spamd recording every verdict in a
 // history of the default size (package history), to show what that
-// costs. Each of b.N messages goes to every server, in alternating
-// rounds. The metrics are each server's messages per second and 50th and
+// costs. Each of b.N messages goes to every server, in rounds whose
+// order rotates. The metrics are each server's messages per second and 50th and
 // 99th percentile latency (connect to answer), spamd's throughput as a
 // share of each baseline's and the difference of the 99th percentiles,
 // and the history's throughput as a share of spamd's without it
