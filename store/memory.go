@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spamd/spamd/bow"
 )
@@ -42,14 +43,20 @@ type memModel struct {
 	messages []uint64           // per class
 	tokens   []uint64           // per class
 	vocab    uint64             // rows with a non-zero count
+	samples  SampleSet          // the values of the seen records
+	// snapshot is samples as Totals gives them, nil after a change: the
+	// filter reads them for every message, and they change only when a
+	// message is trained.
+	snapshot atomic.Pointer[Samples]
 }
 
 // seenRec is a seen record: the index of the class a message is trained
-// as and the steps its training added, a head and a body step per class
-// index.
+// as, the steps its training added, a head and a body step per class
+// index, and its values.
 type seenRec struct {
-	class int
-	steps []int64
+	class  int
+	steps  []int64
+	values []Value
 }
 
 var _ Store = (*Memory)(nil)
@@ -79,8 +86,21 @@ func (m *Memory) Totals(_ context.Context, user string) (Totals, error) {
 		copy(t.Messages, mod.messages)
 		copy(t.Tokens, mod.tokens)
 		t.Vocabulary = mod.vocab
+		t.Samples = mod.samplesNow()
 	}
 	return t, nil
+}
+
+// samplesNow returns the model's samples, from the snapshot unless a
+// change made it stale. Callers hold at least the read lock, which keeps
+// the samples from changing meanwhile.
+func (mod *memModel) samplesNow() Samples {
+	if s := mod.snapshot.Load(); s != nil {
+		return *s
+	}
+	s := mod.samples.Samples()
+	mod.snapshot.Store(&s)
+	return s
 }
 
 // Lookup returns the counts of each hash for user. All the Counts of one
@@ -171,6 +191,7 @@ func (m *Memory) apply(user string, op *Op) Result {
 	next := seenRec{class: -1}
 	if op.Class != "" {
 		next.class = m.classIndex(op.Class)
+		next.values = slices.Clone(op.Values)
 		for _, s := range op.Steps {
 			c := m.classIndex(s.Class)
 			if need := 2 * (c + 1); len(next.steps) < need {
@@ -195,12 +216,17 @@ func (m *Memory) apply(user string, op *Op) Result {
 	if prev.class >= 0 {
 		mod.change(op.Bag, prev, -1)
 		mod.messages[prev.class] = subClamp(mod.messages[prev.class], 1)
+		mod.samples.Add(prev.class, prev.values, -1)
 		delete(mod.seen, op.Digest)
 	}
 	if next.class >= 0 {
 		mod.change(op.Bag, next, 1)
 		mod.messages[next.class]++
+		mod.samples.Add(next.class, next.values, 1)
 		mod.seen[op.Digest] = next
+	}
+	if len(prev.values) > 0 || len(next.values) > 0 {
+		mod.snapshot.Store(nil)
 	}
 	return res
 }
@@ -247,8 +273,10 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	}
 	k := mod.width / 2
 	messages := make([]uint64, k)
+	var recount SampleSet
 	for _, rec := range mod.seen {
 		messages[rec.class]++
+		recount.Add(rec.class, rec.values, 1)
 	}
 	tokens := make([]uint64, k)
 	var vocab uint64
@@ -273,6 +301,7 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	if vocab != mod.vocab {
 		problems = append(problems, fmt.Sprintf("vocabulary %d in totals, %d tokens counted", mod.vocab, vocab))
 	}
+	problems = append(problems, mod.samples.Samples().Differences(recount.Samples(), m.classes)...)
 	if problems != nil {
 		return fmt.Errorf("check %q: %w: %s", user, ErrInconsistent, strings.Join(problems, "; "))
 	}
@@ -446,7 +475,7 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	digests := slices.SortedFunc(maps.Keys(mod.seen), func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
 	for _, d := range digests {
 		rec := mod.seen[d]
-		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps)}); err != nil {
+		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps), Values: slices.Clone(rec.values)}); err != nil {
 			return err
 		}
 	}
@@ -529,7 +558,10 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			if _, dup := mod.seen[r.Digest]; dup {
 				return fmt.Errorf("restore: %w: message %x twice", ErrInconsistent, r.Digest)
 			}
-			rec := seenRec{class: m.classIndex(r.Class)}
+			if err := ValidValues(r.Values); err != nil {
+				return fmt.Errorf("restore: message %x: %w", r.Digest, err)
+			}
+			rec := seenRec{class: m.classIndex(r.Class), values: slices.Clone(r.Values)}
 			for _, s := range r.Steps {
 				if err := ValidClass(s.Class); err != nil {
 					return fmt.Errorf("restore: %w", err)
@@ -548,6 +580,7 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	mod.grow(len(m.classes))
 	for _, rec := range mod.seen {
 		mod.messages[rec.class]++
+		mod.samples.Add(rec.class, rec.values, 1)
 	}
 	for _, r := range mod.rows {
 		row := Counts(mod.row(r))
