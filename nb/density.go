@@ -153,25 +153,44 @@ type Density struct {
 	uMean, uVar []float64
 }
 
+// Kernel is a Gaussian kernel of one width on a grid, tabulated once for
+// the many densities of that width.
+type Kernel struct {
+	h float64
+	k []float64
+}
+
+// NewKernel tabulates the Gaussian kernel of width h levels (at least
+// one) on a grid of levels levels.
+func NewKernel(h float64, levels int) Kernel {
+	return Kernel{h: max(h, minWidth), k: kernel(h, max(levels, 1))}
+}
+
+// Width returns the kernel's width in levels.
+func (k Kernel) Width() float64 { return k.h }
+
 // NewDensity returns the density of a measure on a grid of levels levels,
 // of kind p.Density, estimated from the global model's samples by class
-// and, unless user is nil, a user's. h is the Parzen kernel's width in
-// levels (see ChooseBandwidth); it is at least one level and ignored for
-// the Gaussian. The samples are the caller's and must not change while
-// the Density is used.
-func NewDensity(p Params, levels int, h float64, global, user []Sample) *Density {
+// and, unless user is nil, a user's. k is the Parzen kernel, of the width
+// ChooseBandwidth chose, tabulated on the measure's grid; it is ignored
+// for the Gaussian. The samples and the kernel are the caller's and must
+// not change while the Density is used.
+func NewDensity(p Params, levels int, k Kernel, global, user []Sample) *Density {
 	s := p.settings()
-	return newDensity(s.density, levels, h, s.measureAlpha, s.measureLambda, global, user)
+	return newDensity(s.density, levels, k, s.measureAlpha, s.measureLambda, global, user)
 }
 
 // newDensity is NewDensity with its settings spelled out, alpha possibly
 // zero (which only tests want: a value far from every training value
 // then has no probability).
-func newDensity(kind DensityKind, levels int, h, alpha, lambda float64, global, user []Sample) *Density {
+func newDensity(kind DensityKind, levels int, k Kernel, alpha, lambda float64, global, user []Sample) *Density {
 	d := &Density{kind: kind, levels: max(levels, 1), alpha: alpha, lambda: lambda, global: global, user: user}
 	switch d.kind {
 	case DensityParzen:
-		d.kernel = kernel(h, d.levels)
+		d.kernel = k.k
+		if len(d.kernel) == 0 {
+			d.kernel = kernel(minWidth, d.levels)
+		}
 	case DensityGaussian:
 		k := len(global)
 		d.gMean, d.gVar = make([]float64, k), make([]float64, k)

@@ -42,7 +42,7 @@ func exPosterior(d *Density) (logRatio, pSpam float64) {
 }
 
 func TestGaussianWorkedExample(t *testing.T) {
-	d := newDensity(DensityGaussian, exLevels, 0, 0, 10, []Sample{exHam, exSpam}, nil)
+	d := newDensity(DensityGaussian, exLevels, Kernel{}, 0, 10, []Sample{exHam, exSpam}, nil)
 	if got := d.gMean[1]*exStep - 100*exStep; math.Abs(got-7) > 1e-12 {
 		t.Errorf("spam mean %v, want 7", got)
 	}
@@ -84,7 +84,7 @@ func TestParzenWorkedExample(t *testing.T) {
 		{1, "0.1221", "0.01575", "0.88576"},
 		{2, "0.1064", "0.06937", "0.60531"},
 	} {
-		d := newDensity(DensityParzen, exLevels, tt.h/exStep, 0, 10, []Sample{exHam, exSpam}, nil)
+		d := newDensity(DensityParzen, exLevels, NewKernel(tt.h/exStep, exLevels), 0, 10, []Sample{exHam, exSpam}, nil)
 		out := make([]float64, 2)
 		d.LogDensity(exLevel(5), out)
 		if got := math.Exp(out[1]) / exStep; !roundsTo(got, tt.spam) {
@@ -143,7 +143,7 @@ func TestDensitiesSumToOne(t *testing.T) {
 	for _, kind := range []DensityKind{DensityParzen, DensityGaussian} {
 		for _, h := range []float64{1, 2.5, 17, 80} {
 			for _, u := range [][]Sample{nil, user} {
-				d := newDensity(kind, levels, h, 1, 10, global, u)
+				d := newDensity(kind, levels, NewKernel(h, levels), 1, 10, global, u)
 				sum := make([]float64, 3)
 				out := make([]float64, 3)
 				for l := range levels {
@@ -232,13 +232,13 @@ func TestUserDensity(t *testing.T) {
 	const levels = 200
 	global := []Sample{SampleOf(10, 12, 14, 16, 18), SampleOf(150, 160, 170)}
 	for _, kind := range []DensityKind{DensityGaussian, DensityParzen} {
-		alone := newDensity(kind, levels, 4, 1, 10, global, nil)
-		none := newDensity(kind, levels, 4, 1, 10, global, []Sample{{}, {}})
+		alone := newDensity(kind, levels, NewKernel(4, levels), 1, 10, global, nil)
+		none := newDensity(kind, levels, NewKernel(4, levels), 1, 10, global, []Sample{{}, {}})
 		var many []int
 		for range 1000 {
 			many = append(many, 100)
 		}
-		mine := newDensity(kind, levels, 4, 1, 10, global, []Sample{SampleOf(many...), {}})
+		mine := newDensity(kind, levels, NewKernel(4, levels), 1, 10, global, []Sample{SampleOf(many...), {}})
 		a, b, c := make([]float64, 2), make([]float64, 2), make([]float64, 2)
 		for _, l := range []int{14, 100, 160} {
 			alone.LogDensity(l, a)
@@ -280,6 +280,9 @@ func TestScoreWithMeasures(t *testing.T) {
 	if len(got) != 2 || got[0].Name != "links" || got[0].Weight != 2 || got[0].LogRatio != 4 || got[1].Name != "size" || got[1].Weight != -1 {
 		t.Errorf("measures toward spam: %+v", got)
 	}
+	if got[0].String() != "links=41 (+2.00)" || got[1].String() != "size=800 (-1.00)" {
+		t.Errorf("written as %q and %q", got[0], got[1])
+	}
 	if ex.Result.LogOdds("spam") != r.LogOdds("spam") {
 		t.Errorf("Explain scores %v, Score %v", ex.Result.LogOdds("spam"), r.LogOdds("spam"))
 	}
@@ -289,7 +292,7 @@ func TestScoreWithMeasures(t *testing.T) {
 }
 
 func TestDensityOff(t *testing.T) {
-	d := NewDensity(Params{}, 100, 3, []Sample{SampleOf(1, 2), SampleOf(50)}, nil)
+	d := NewDensity(Params{}, 100, NewKernel(3, 100), []Sample{SampleOf(1, 2), SampleOf(50)}, nil)
 	v := d.Value(50, "x", "50", 1)
 	if v.LogDensity[0] != 0 || v.LogDensity[1] != 0 {
 		t.Errorf("off: log densities %v, want zeros", v.LogDensity)

@@ -3,6 +3,7 @@ package nb
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -128,9 +129,20 @@ func (m *Model) Explain(fs []Feature, n int, vs ...Value) Explanation {
 	return ex
 }
 
+// String writes c as explanations show it, "links=41 (+1.90)": the
+// measure, its value and its weight toward the class.
+func (c MeasureContribution) String() string {
+	w := strconv.FormatFloat(c.Weight, 'f', 2, 64)
+	if c.Weight >= 0 {
+		w = "+" + w
+	}
+	return c.Name + "=" + c.Text + " (" + w + ")"
+}
+
 // measuresToward returns the contributions of the measures of vs that a
 // model of k classes scores to the log-odds of class i against j, the n
-// largest in size first (all when n ≤ 0).
+// largest in size first (all when n ≤ 0), leaving out those that are as
+// likely in both.
 func measuresToward(vs []Value, k, i, j, n int) []MeasureContribution {
 	var out []MeasureContribution
 	for _, v := range vs {
@@ -138,6 +150,9 @@ func measuresToward(vs []Value, k, i, j, n int) []MeasureContribution {
 			continue
 		}
 		ratio := v.LogDensity[i] - v.LogDensity[j]
+		if ratio == 0 {
+			continue // what tells nothing explains nothing
+		}
 		out = append(out, MeasureContribution{Name: v.Name, Text: v.Text, LogRatio: ratio, Weight: v.Weight * ratio})
 	}
 	slices.SortFunc(out, func(a, b MeasureContribution) int {

@@ -53,6 +53,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of tables")
 	records := fs.String("records", "", "write one TSV line per tested message to this file")
 	plots := fs.String("plots", "", "write ROC, score-histogram and learning-curve plots (SVG and PNG) here")
+	measures := fs.Bool("measures", false, "report what each measure (continuous feature) tells on its own, trained on the train side and tested on the rest; with --plots, its class densities and the likelihood against the kernel width")
 	attack := fs.String("attack", "", "split: add words to every spam tested: goodwords:N (the model's most hammy) or hamwords:N (common ham words at random)")
 	fs.StringVar(&o.Attack.Out, "attack-out", "", "with --attack and --index: write the attacked corpus and its index here")
 	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
@@ -113,7 +114,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
+		return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots, *measures)
 	}
 	// Several corpora: one table each, under its index's path, or one JSON
 	// document holding each corpus's under its path.
@@ -127,12 +128,12 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	for i, index := range indexes {
 		corpus := corpora[i]
 		if len(indexes) == 1 {
-			return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
+			return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots, *measures)
 		}
 		var buf bytes.Buffer
 		sub := *e
 		sub.stdout = &buf
-		if err := evalCorpus(ctx, &sub, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, "", ""); err != nil {
+		if err := evalCorpus(ctx, &sub, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, "", "", *measures); err != nil {
 			return fmt.Errorf("%s: %w", index, err)
 		}
 		if *asJSON {
@@ -153,7 +154,10 @@ func runEval(ctx context.Context, e *env, args []string) error {
 
 // evalCorpus runs one corpus's evaluation, or its sweep, and prints it.
 func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, axes []eval.Axis, o eval.Options,
-	by, curve string, draws int, asJSON bool, records, plots string) error {
+	by, curve string, draws int, asJSON bool, records, plots string, measures bool) error {
+	if measures {
+		return evalMeasures(ctx, e, corpus, cfg, o, asJSON, plots)
+	}
 	if len(axes) > 0 {
 		bar := newProgress(e, -1, "sweep")
 		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, by, func(done, total int) {
@@ -224,6 +228,45 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 	}
 	if plots != "" {
 		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{roc,scores,reliability,learning}.{svg,png}"))
+	}
+	return nil
+}
+
+// evalMeasures reports what each measure tells on its own, and with
+// plots draws their densities and likelihood curves.
+func evalMeasures(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, o eval.Options, asJSON bool, plots string) error {
+	rs, err := eval.Measures(ctx, corpus, cfg, o)
+	if err != nil {
+		return err
+	}
+	if plots != "" {
+		title := fmt.Sprintf("%d messages", len(corpus.Messages))
+		if o.Part != "all" {
+			title += ", " + o.Part + " side"
+		}
+		if err := eval.PlotDensities(plots, title, rs); err != nil {
+			return err
+		}
+		if err := eval.PlotBandwidths(plots, title, rs); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, rs)
+	}
+	side := "the corpus"
+	if o.Part != "all" {
+		side = "its " + o.Part + " side"
+	}
+	fmt.Fprintf(e.stdout, "measures of %s, trained on the first %.0f%% and tested on the rest, each alone:\n\n", side, 100*o.Split)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measure\tcoverage\th (levels)\t(1-AUC)% Gaussian\t(1-AUC)% Parzen\tLL/value Gaussian\tLL/value Parzen\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f\t%.2f\t%.2f\t%.3f\t%.3f\t\n", r.Name, 100*r.Coverage, r.H, r.Gaussian, r.Parzen, r.GaussianLL, r.ParzenLL)
+	}
+	tw.Flush()
+	if plots != "" {
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{densities,bandwidths}.{svg,png}"))
 	}
 	return nil
 }

@@ -363,10 +363,16 @@ func (s *Store) stage(ctx context.Context, user string, m *restored) error {
 				return fmt.Errorf("measure %d of class %d: a sum of squares past 2^53, which the scripts cannot count exactly", m, c)
 			}
 			mm := uint8(m)
-			kv = kv.FieldValue(sampleField(c, mm, "n"), strconv.FormatUint(smp.N, 10)).
-				FieldValue(sampleField(c, mm, "s"), strconv.FormatUint(smp.Sum, 10)).
-				FieldValue(sampleField(c, mm, "q"), strconv.FormatUint(smp.SumSq, 10))
-			n += 3
+			// As the apply script keeps them: no field of zero.
+			for _, f := range []struct {
+				what string
+				v    uint64
+			}{{"n", smp.N}, {"s", smp.Sum}, {"q", smp.SumSq}} {
+				if f.v != 0 {
+					kv = kv.FieldValue(sampleField(c, mm, f.what), strconv.FormatUint(f.v, 10))
+					n++
+				}
+			}
 			for _, b := range smp.Bins {
 				kv = kv.FieldValue(sampleField(c, mm, strconv.Itoa(int(b.Level))), strconv.FormatUint(b.Count, 10))
 				if n++; n >= 1000 {

@@ -1301,6 +1301,10 @@ func trainSome(t *testing.T, s store.Store, user string, seed uint64) []store.Op
 				op.Values = append(op.Values, store.Value{Measure: 2 * m, Level: uint16(rng.IntN(store.MaxLevels))})
 			}
 		}
+		if class == "ham" {
+			// Values all at level 0: a sample whose sum is 0.
+			op.Values = append(op.Values, store.Value{Measure: 9, Level: 0})
+		}
 		ops = append(ops, op)
 	}
 	relabel := ops[3]
