@@ -207,3 +207,57 @@ func PlotCurve(dir, title string, pts []CurvePoint) error {
 	p.Legend.Top = true
 	return savePlot(p, dir, "learning")
 }
+
+// Curve is a learning curve with a name, for PlotCurves.
+type Curve struct {
+	Name   string
+	Points []CurvePoint
+}
+
+// PlotCurves draws several learning curves on one chart to
+// dir/name.{svg,png}: each one's test error, with its spread across
+// draws, and its training error, dashed.
+func PlotCurves(dir, name, title string, curves []Curve) error {
+	p := plot.New()
+	p.Title.Text = title + " — learning curves"
+	p.X.Label.Text = "training messages"
+	p.Y.Label.Text = "error rate"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	colors := []color.Color{hamColor, spamColor, color.Black}
+	for i, c := range curves {
+		col := colors[i%len(colors)]
+		train, test := make(plotter.XYs, len(c.Points)), make(plotter.XYs, len(c.Points))
+		errs := make(plotter.YErrors, len(c.Points))
+		for k, pt := range c.Points {
+			train[k] = plotter.XY{X: float64(pt.Size), Y: pt.TrainError}
+			test[k] = plotter.XY{X: float64(pt.Size), Y: pt.TestError}
+			errs[k] = struct{ Low, High float64 }{pt.TestErrorSD, pt.TestErrorSD}
+		}
+		tl, tp, err := plotter.NewLinePoints(test)
+		if err != nil {
+			return err
+		}
+		tl.Color, tp.Color = col, col
+		rl, err := plotter.NewLine(train)
+		if err != nil {
+			return err
+		}
+		rl.Color = col
+		rl.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYer
+			plotter.YErrorer
+		}{test, errs})
+		if err != nil {
+			return err
+		}
+		eb.Color = col
+		p.Add(tl, tp, rl, eb)
+		p.Legend.Add(c.Name+", test", tl, tp)
+		p.Legend.Add(c.Name+", training", rl)
+	}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	return savePlot(p, dir, name)
+}

@@ -28,9 +28,8 @@ type measures struct {
 // measure and configured class, and the store's samples they were made
 // of, by identity.
 type globalSamples struct {
-	from    *[]store.Sample // the store's first measure's, nil for none
-	n       int             // and their number of measures
-	idx     []int           // the class map they were converted with
+	from    store.Samples // the store's
+	idx     []int         // the class map they were converted with
 	samples [][]nb.Sample
 }
 
@@ -64,7 +63,10 @@ func levels(ms [tokenize.NumMeasures]float64, defs []tokenize.Measure) []store.V
 
 // convert returns samples, of the store's class indices, as nb takes
 // them: by measure and configured class (idx maps one to the other).
-func convert(samples store.Samples, idx []int) [][]nb.Sample {
+// Where prev, converted from prevFrom with the same idx, has a sample
+// the store has not changed since (a store shares the samples it did not
+// change), that one is taken rather than converted again.
+func convert(samples store.Samples, idx []int, prevFrom store.Samples, prev [][]nb.Sample) [][]nb.Sample {
 	out := make([][]nb.Sample, len(samples))
 	for m, byClass := range samples {
 		out[m] = make([]nb.Sample, len(idx))
@@ -73,6 +75,10 @@ func convert(samples store.Samples, idx []int) [][]nb.Sample {
 				continue
 			}
 			s := byClass[j]
+			if m < len(prev) && m < len(prevFrom) && j < len(prevFrom[m]) && same(s, prevFrom[m][j]) {
+				out[m][i] = prev[m][i]
+				continue
+			}
 			bins := make([]nb.Bin, len(s.Bins))
 			for k, b := range s.Bins {
 				bins[k] = nb.Bin{Level: int(b.Level), Count: float64(b.Count)}
@@ -83,19 +89,27 @@ func convert(samples store.Samples, idx []int) [][]nb.Sample {
 	return out
 }
 
+// same reports whether a and b are one sample of a store: the same
+// moments over the same bins.
+func same(a, b store.Sample) bool {
+	return a.N == b.N && a.Sum == b.Sum && a.SumSq == b.SumSq && len(a.Bins) == len(b.Bins) &&
+		(len(a.Bins) == 0 || &a.Bins[0] == &b.Bins[0])
+}
+
 // globalOf returns the global samples as nb takes them, converting them
 // when the store's changed since the last call.
 func (ms *measures) globalOf(samples store.Samples, idx []int) [][]nb.Sample {
-	var from *[]store.Sample
-	if len(samples) > 0 {
-		from = &samples[0]
+	g := ms.global.Load()
+	if g != nil && slices.Equal(g.idx, idx) {
+		if len(samples) == len(g.from) && (len(samples) == 0 || &samples[0] == &g.from[0]) {
+			return g.samples
+		}
+	} else {
+		g = &globalSamples{}
 	}
-	if g := ms.global.Load(); g != nil && g.from == from && g.n == len(samples) && slices.Equal(g.idx, idx) {
-		return g.samples
-	}
-	g := &globalSamples{from: from, n: len(samples), idx: idx, samples: convert(samples, idx)}
-	ms.global.Store(g)
-	return g.samples
+	next := &globalSamples{from: samples, idx: idx, samples: convert(samples, idx, g.from, g.samples)}
+	ms.global.Store(next)
+	return next.samples
 }
 
 // kernel returns the Parzen kernel of measure m, whose global samples by
@@ -149,7 +163,7 @@ func (f *Filter) values(p *Prepared, gt, ut store.Totals, user bool, scope []int
 	global := f.meas.globalOf(gt.Samples, f.classMap(gt, scope))
 	var own [][]nb.Sample
 	if user {
-		own = convert(ut.Samples, f.classMap(ut, scope))
+		own = convert(ut.Samples, f.classMap(ut, scope), nil, nil)
 	}
 	alpha := params.MeasureAlpha
 	if alpha <= 0 {
@@ -223,5 +237,5 @@ func (f *Filter) Samples(ctx context.Context, user string) ([][]nb.Sample, error
 	if err != nil {
 		return nil, err
 	}
-	return convert(t.Samples, f.classMap(t, f.all)), nil
+	return convert(t.Samples, f.classMap(t, f.all), nil, nil), nil
 }

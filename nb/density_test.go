@@ -298,3 +298,21 @@ func TestDensityOff(t *testing.T) {
 		t.Errorf("off: log densities %v, want zeros", v.LogDensity)
 	}
 }
+
+func TestMeasureClip(t *testing.T) {
+	m := &Model{Classes: []string{"ham", "spam"}, Params: Params{Prior: PriorUniform, MeasureClip: 1.5}}
+	vs := []Value{
+		{Name: "links", Text: "41", Weight: 0.5, LogDensity: []float64{-6, -2}},
+		{Name: "size", Text: "800", Weight: 1, LogDensity: []float64{-3, -4}},
+	}
+	if got, want := m.Score(nil, vs...).LogOdds("spam"), 0.5*1.5-1; math.Abs(got-want) > 1e-12 {
+		t.Errorf("log-odds %v, want %v: a ratio of 4 nats clipped to 1.5, one of 1 kept", got, want)
+	}
+	ex := m.Explain(nil, 0, vs...).Measures[1]
+	if len(ex) != 2 || ex[0].Name != "size" || ex[0].Weight != -1 || ex[1].LogRatio != 1.5 || ex[1].Weight != 0.75 {
+		t.Errorf("explained as %+v", ex)
+	}
+	if err := (Params{MeasureClip: -1}).Validate(); err == nil {
+		t.Error("a negative clip is valid")
+	}
+}

@@ -75,7 +75,10 @@
 // A few measures beside hundreds of tokens would, at weight 1, either be
 // drowned by them or, where a density is sharp, drown them: Value.Weight
 // scales each, and the caller chooses the weights per family of measures
-// on held-out data.
+// on held-out data. Params.MeasureClip bounds the log ratio one measure
+// may add between two classes, since a value far from a class's sample,
+// where a density's estimate is least sure, is where its ratio is
+// largest.
 //
 // # Decisions
 //

@@ -124,7 +124,7 @@ func (m *Model) Explain(fs []Feature, n int, vs ...Value) Explanation {
 			})
 		}
 		ex.Toward[i] = list
-		ex.Measures[i] = measuresToward(vs, k, i, j, n)
+		ex.Measures[i] = measuresToward(vs, k, i, j, n, m.Params.settings().measureClip)
 	}
 	return ex
 }
@@ -140,16 +140,17 @@ func (c MeasureContribution) String() string {
 }
 
 // measuresToward returns the contributions of the measures of vs that a
-// model of k classes scores to the log-odds of class i against j, the n
-// largest in size first (all when n ≤ 0), leaving out those that are as
-// likely in both.
-func measuresToward(vs []Value, k, i, j, n int) []MeasureContribution {
+// model of k classes scores, each clipped by bound as Score clips it, to
+// the log-odds of class i against j, the n largest in size first (all
+// when n ≤ 0), leaving out those that are as likely in both.
+func measuresToward(vs []Value, k, i, j, n int, bound float64) []MeasureContribution {
 	var out []MeasureContribution
 	for _, v := range vs {
 		if !usable(&v, k) {
 			continue
 		}
-		ratio := v.LogDensity[i] - v.LogDensity[j]
+		top := slices.Max(v.LogDensity)
+		ratio := clip(v.LogDensity[i], top, bound) - clip(v.LogDensity[j], top, bound)
 		if ratio == 0 {
 			continue // what tells nothing explains nothing
 		}

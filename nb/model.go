@@ -190,6 +190,13 @@ type Params struct {
 	// MeasureLambda is how many values the global model's density is
 	// worth in a user's. Zero means 10; valid values lie in [1e-9, 1e9].
 	MeasureLambda float64
+	// MeasureClip, when positive, bounds what one measure may say: each
+	// class's log density is raised to at least the largest one's less
+	// MeasureClip, so that no log ratio between two classes exceeds it.
+	// A density's tails are where a sample says least, yet where one
+	// value far from a class's makes its ratio largest. Zero clips
+	// nothing; valid values lie in [0, 1000].
+	MeasureClip float64
 }
 
 // Validate reports the first field of p that is out of range, wrapping
@@ -234,6 +241,9 @@ func (p Params) Validate() error {
 	if !(p.Mix >= 0 && p.Mix <= maxRate) {
 		return fmt.Errorf("%w: Mix %v is not in [0, %g]", ErrInvalid, p.Mix, maxRate)
 	}
+	if !(p.MeasureClip >= 0 && p.MeasureClip <= maxSpread) {
+		return fmt.Errorf("%w: MeasureClip %v is not in [0, %g]", ErrInvalid, p.MeasureClip, maxSpread)
+	}
 	if !(p.Rate >= 0 && p.Rate <= maxRate) {
 		return fmt.Errorf("%w: Rate %v is not in [0, %g]", ErrInvalid, p.Rate, maxRate)
 	}
@@ -259,6 +269,7 @@ type settings struct {
 	density        DensityKind
 	measureAlpha   float64
 	measureLambda  float64
+	measureClip    float64
 }
 
 func (p Params) settings() settings {
@@ -278,6 +289,7 @@ func (p Params) settings() settings {
 		density:       p.Density,
 		measureAlpha:  smoothing(p.MeasureAlpha, defaultMeasureAlpha),
 		measureLambda: smoothing(p.MeasureLambda, defaultMeasureLambda),
+		measureClip:   min(clean(p.MeasureClip), maxSpread),
 	}
 	if s.density < 0 || int(s.density) >= len(densityNames) {
 		s.density = DensityOff

@@ -311,11 +311,21 @@ func (m *Model) score(r *Result, fs []Feature, vs []Value, record bool) {
 			continue
 		}
 		r.Measures++
+		top := slices.Max(vs[i].LogDensity)
 		for c, l := range vs[i].LogDensity {
-			r.LogJoint[c] += vs[i].Weight * l
+			r.LogJoint[c] += vs[i].Weight * clip(l, top, s.measureClip)
 		}
 	}
 	r.normalize()
+}
+
+// clip returns log density l of a measure raised to at least top, the
+// largest of its classes', less bound, when bound is positive.
+func clip(l, top, bound float64) float64 {
+	if bound > 0 {
+		return max(l, top-bound)
+	}
+	return l
 }
 
 // usable reports whether v can be scored in a model of k classes: a

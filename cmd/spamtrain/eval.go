@@ -19,6 +19,7 @@ import (
 
 	"github.com/spamd/spamd/eval"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -179,7 +180,7 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 	if err != nil {
 		return err
 	}
-	var pts []eval.CurvePoint
+	var pts, without []eval.CurvePoint
 	if curve != "" {
 		sizes, err := curveSizes(curve, int(math.Round(float64(len(corpus.Messages))*o.Split)))
 		if err != nil {
@@ -187,6 +188,14 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 		}
 		if pts, err = eval.LearningCurve(ctx, corpus, cfg, o, sizes, draws); err != nil {
 			return err
+		}
+		// With measures on, the curve without them too, to compare.
+		if cfg.NB.Density != nb.DensityOff {
+			off := cfg
+			off.NB.Density = nb.DensityOff
+			if without, err = eval.LearningCurve(ctx, corpus, off, o, sizes, draws); err != nil {
+				return err
+			}
 		}
 	}
 	if records != "" {
@@ -214,20 +223,34 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 				return err
 			}
 		}
+		if without != nil {
+			curves := []eval.Curve{{Name: "measures off", Points: without}, {Name: "measures " + cfg.NB.Density.String(), Points: pts}}
+			if err := eval.PlotCurves(plots, "learning-measures", "spamd", curves); err != nil {
+				return err
+			}
+		}
 	}
 	if asJSON {
 		type doc struct {
 			*eval.Report
-			Curve []eval.CurvePoint `json:"learning_curve,omitempty"`
+			Curve   []eval.CurvePoint `json:"learning_curve,omitempty"`
+			Without []eval.CurvePoint `json:"learning_curve_without_measures,omitempty"`
 		}
-		return writeJSON(e.stdout, doc{r, pts})
+		return writeJSON(e.stdout, doc{r, pts, without})
 	}
 	printReport(e.stdout, r)
 	if pts != nil {
-		printCurve(e.stdout, pts)
+		printCurve(e.stdout, "learning curve", pts)
+	}
+	if without != nil {
+		printCurve(e.stdout, "learning curve without measures", without)
 	}
 	if plots != "" {
-		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{roc,scores,reliability,learning}.{svg,png}"))
+		names := "{roc,scores,reliability,learning}"
+		if without != nil {
+			names = "{roc,scores,reliability,learning,learning-measures}"
+		}
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, names+".{svg,png}"))
 	}
 	return nil
 }
@@ -240,9 +263,16 @@ func evalMeasures(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.C
 		return err
 	}
 	if plots != "" {
-		title := fmt.Sprintf("%d messages", len(corpus.Messages))
+		n := len(corpus.Messages)
+		switch cut := int(math.Round(float64(n) * o.Split)); o.Part {
+		case "train":
+			n = cut
+		case "test":
+			n -= cut
+		}
+		title := fmt.Sprintf("%d messages", n)
 		if o.Part != "all" {
-			title += ", " + o.Part + " side"
+			title += " (" + o.Part + " side)"
 		}
 		if err := eval.PlotDensities(plots, title, rs); err != nil {
 			return err
@@ -394,8 +424,8 @@ func printClasses(w io.Writer, cm *eval.ClassMetrics) {
 	fmt.Fprintf(w, "accuracy %.4f, macro F1 %.4f\n", cm.Accuracy, cm.MacroF1)
 }
 
-func printCurve(w io.Writer, pts []eval.CurvePoint) {
-	fmt.Fprintln(w, "\nlearning curve:")
+func printCurve(w io.Writer, title string, pts []eval.CurvePoint) {
+	fmt.Fprintf(w, "\n%s:\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\ttrain error\ttest error\t± sd\ttest (1-AUC)%\t")
 	for _, p := range pts {
