@@ -214,25 +214,41 @@ type Curve struct {
 	Points []CurvePoint
 }
 
-// PlotCurves draws several learning curves on one chart to
-// dir/name.{svg,png}: each one's test error, with its spread across
-// draws, and its training error, dashed.
+// PlotCurves draws several learning curves side by side to
+// dir/name.{svg,png}: on the left each one's test error at the decision,
+// with its spread across draws, and its training error, dashed; on the
+// right each one's test (1-AUC)%, on a log scale, where a filter that
+// errs little still shows how well it ranks.
 func PlotCurves(dir, name, title string, curves []Curve) error {
-	p := plot.New()
-	p.Title.Text = title + " — learning curves"
-	p.X.Label.Text = "training messages"
-	p.Y.Label.Text = "error rate"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	errs := plot.New()
+	errs.Title.Text = "error rate at the decision"
+	errs.X.Label.Text = "training messages"
+	errs.Y.Label.Text = "error rate"
+	auc := plot.New()
+	auc.Title.Text = "test (1-AUC)%"
+	auc.X.Label.Text = "training messages"
+	auc.Y.Label.Text = "(1-AUC)%"
+	auc.Y.Scale = plot.LogScale{}
+	auc.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	for _, p := range []*plot.Plot{errs, auc} {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+	}
 	colors := []color.Color{hamColor, spamColor, color.Black}
 	for i, c := range curves {
 		col := colors[i%len(colors)]
 		train, test := make(plotter.XYs, len(c.Points)), make(plotter.XYs, len(c.Points))
-		errs := make(plotter.YErrors, len(c.Points))
+		sd := make(plotter.YErrors, len(c.Points))
+		var ranks plotter.XYs
 		for k, pt := range c.Points {
 			train[k] = plotter.XY{X: float64(pt.Size), Y: pt.TrainError}
 			test[k] = plotter.XY{X: float64(pt.Size), Y: pt.TestError}
-			errs[k] = struct{ Low, High float64 }{pt.TestErrorSD, pt.TestErrorSD}
+			sd[k] = struct{ Low, High float64 }{pt.TestErrorSD, pt.TestErrorSD}
+			// A log axis cannot show a perfect ranking: it is drawn at
+			// a thousandth of a percent.
+			ranks = append(ranks, plotter.XY{X: float64(pt.Size), Y: max(pt.TestOneMinusAUCPct, 1e-3)})
 		}
 		tl, tp, err := plotter.NewLinePoints(test)
 		if err != nil {
@@ -248,16 +264,21 @@ func PlotCurves(dir, name, title string, curves []Curve) error {
 		eb, err := plotter.NewYErrorBars(struct {
 			plotter.XYer
 			plotter.YErrorer
-		}{test, errs})
+		}{test, sd})
 		if err != nil {
 			return err
 		}
 		eb.Color = col
-		p.Add(tl, tp, rl, eb)
-		p.Legend.Add(c.Name+", test", tl, tp)
-		p.Legend.Add(c.Name+", training", rl)
+		errs.Add(tl, tp, rl, eb)
+		errs.Legend.Add(c.Name+", test", tl, tp)
+		errs.Legend.Add(c.Name+", training", rl)
+		al, ap, err := plotter.NewLinePoints(ranks)
+		if err != nil {
+			return err
+		}
+		al.Color, ap.Color = col, col
+		auc.Add(al, ap)
+		auc.Legend.Add(c.Name, al, ap)
 	}
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	return savePlot(p, dir, name)
+	return saveTiles(dir, name, title+" — learning curves", []*plot.Plot{errs, auc}, 2)
 }

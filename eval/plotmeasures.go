@@ -25,6 +25,12 @@ const gridCols = 4
 // saveGrid draws plots, gridCols a row, with a title above them, to
 // dir/name.svg and dir/name.png.
 func saveGrid(dir, name, title string, plots []*plot.Plot) error {
+	return saveTiles(dir, name, title, plots, gridCols)
+}
+
+// saveTiles draws plots, cols a row, with a title above them, to
+// dir/name.svg and dir/name.png.
+func saveTiles(dir, name, title string, plots []*plot.Plot, gridCols int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("plot %s: %w", name, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/spamd/spamd/bow"
 )
@@ -44,10 +43,14 @@ type memModel struct {
 	tokens   []uint64           // per class
 	vocab    uint64             // rows with a non-zero count
 	samples  SampleSet          // the values of the seen records
-	// snapshot is samples as Totals gives them, nil after a change: the
-	// filter reads them for every message, and they change only when a
-	// message is trained.
-	snapshot atomic.Pointer[Samples]
+	// snap is samples as Totals gives them, shared and never modified:
+	// the filter reads them for every message, and one message changes
+	// but a few. stale lists the samples changed since, rebuilt by the
+	// next reader; Apply adds to it under the write lock, readers take
+	// it under snapMu.
+	snapMu sync.Mutex
+	snap   Samples
+	stale  map[[2]int]bool // measure, class
 }
 
 // seenRec is a seen record: the index of the class a message is trained
@@ -91,16 +94,47 @@ func (m *Memory) Totals(_ context.Context, user string) (Totals, error) {
 	return t, nil
 }
 
-// samplesNow returns the model's samples, from the snapshot unless a
-// change made it stale. Callers hold at least the read lock, which keeps
-// the samples from changing meanwhile.
+// samplesNow returns the model's samples: the snapshot, its stale
+// samples rebuilt into a new one that shares the others. Callers hold at
+// least the read lock, which keeps the samples from changing meanwhile.
 func (mod *memModel) samplesNow() Samples {
-	if s := mod.snapshot.Load(); s != nil {
-		return *s
+	mod.snapMu.Lock()
+	defer mod.snapMu.Unlock()
+	if len(mod.stale) == 0 {
+		return mod.snap
 	}
-	s := mod.samples.Samples()
-	mod.snapshot.Store(&s)
-	return s
+	next := slices.Clone(mod.snap)
+	copied := map[int]bool{}
+	for k := range mod.stale {
+		m, c := k[0], k[1]
+		for len(next) <= m {
+			next = append(next, nil)
+		}
+		if !copied[m] {
+			next[m] = slices.Clone(next[m])
+			copied[m] = true
+		}
+		for len(next[m]) <= c {
+			next[m] = append(next[m], Sample{})
+		}
+		next[m][c] = mod.samples.Of(m, c)
+	}
+	clear(mod.stale)
+	mod.snap = next
+	return next
+}
+
+// changeSamples adds (n = 1) or takes away (n = -1) the values of a
+// message of class c, marking the samples they change stale; it is
+// called under the write lock.
+func (mod *memModel) changeSamples(c int, vs []Value, n int) {
+	mod.samples.Add(c, vs, n)
+	if mod.stale == nil {
+		mod.stale = make(map[[2]int]bool)
+	}
+	for _, v := range vs {
+		mod.stale[[2]int{int(v.Measure), c}] = true
+	}
 }
 
 // Lookup returns the counts of each hash for user. All the Counts of one
@@ -216,17 +250,14 @@ func (m *Memory) apply(user string, op *Op) Result {
 	if prev.class >= 0 {
 		mod.change(op.Bag, prev, -1)
 		mod.messages[prev.class] = subClamp(mod.messages[prev.class], 1)
-		mod.samples.Add(prev.class, prev.values, -1)
+		mod.changeSamples(prev.class, prev.values, -1)
 		delete(mod.seen, op.Digest)
 	}
 	if next.class >= 0 {
 		mod.change(op.Bag, next, 1)
 		mod.messages[next.class]++
-		mod.samples.Add(next.class, next.values, 1)
+		mod.changeSamples(next.class, next.values, 1)
 		mod.seen[op.Digest] = next
-	}
-	if len(prev.values) > 0 || len(next.values) > 0 {
-		mod.snapshot.Store(nil)
 	}
 	return res
 }
@@ -580,7 +611,7 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	mod.grow(len(m.classes))
 	for _, rec := range mod.seen {
 		mod.messages[rec.class]++
-		mod.samples.Add(rec.class, rec.values, 1)
+		mod.changeSamples(rec.class, rec.values, 1)
 	}
 	for _, r := range mod.rows {
 		row := Counts(mod.row(r))

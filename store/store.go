@@ -429,6 +429,14 @@ func (s *SampleSet) Add(c int, vs []Value, n int) {
 	}
 }
 
+// Of returns the sample accumulated of measure m in class c.
+func (s *SampleSet) Of(m, c int) Sample {
+	if m < len(s.hist) && c < len(s.hist[m]) && s.hist[m][c] != nil {
+		return SampleOfHistogram(s.hist[m][c])
+	}
+	return Sample{}
+}
+
 // Samples returns the samples accumulated, Samples[m][c] for every
 // measure and class added to.
 func (s *SampleSet) Samples() Samples {
