@@ -281,3 +281,18 @@ func TestMeasureGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuresDocumented checks that docs/evaluation.md defines every
+// measure as the code does: a table row of its name, family and Doc.
+func TestMeasuresDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/evaluation.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range Measures() {
+		row := "| " + m.Name + " | " + m.Family + " | " + strings.ReplaceAll(m.Doc, "|", `\|`) + " |"
+		if !bytes.Contains(doc, []byte(row)) {
+			t.Errorf("docs/evaluation.md lacks the row\n%s", row)
+		}
+	}
+}
