@@ -123,6 +123,10 @@ type Verdict struct {
 	// Toward lists, by class, the features that pushed hardest toward it;
 	// only when asked for with explain.
 	Toward map[string][]Weight `json:"toward,omitempty"`
+	// Measures lists the measures (continuous features) that weighed
+	// most either way, with their weights toward spam; only when asked
+	// for with explain, and measures are on.
+	Measures []Measure `json:"measures,omitempty"`
 	// Problems lists non-fatal trouble met while parsing.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -132,6 +136,18 @@ type Weight struct {
 	Token  string  `json:"token"`
 	Count  float64 `json:"count"`
 	Weight float64 `json:"weight"`
+}
+
+// Measure is one measure's share of a score.
+type Measure struct {
+	// Name names the measure and Value writes its value, as "links" and
+	// "41".
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// LogRatio is log p(x|spam) − log p(x|ham), and Weight the share of
+	// the score it makes, LogRatio times the measure's weight.
+	LogRatio float64 `json:"log_ratio"`
+	Weight   float64 `json:"weight"`
 }
 
 // Item is one message of a training batch.

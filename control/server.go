@@ -424,6 +424,9 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 			out.Toward[c] = weights(cs)
 		}
 	}
+	for _, m := range v.Measures {
+		out.Measures = append(out.Measures, Measure{Name: m.Name, Value: m.Text, LogRatio: m.LogRatio, Weight: m.Weight})
+	}
 	return out, nil
 }
 

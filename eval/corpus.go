@@ -235,14 +235,14 @@ func (ps parsed) source() source {
 	return source{prepare: func(i int, _ []byte) filter.Prepared { return ps[i] }}
 }
 
-// compact keeps of p only what a run needs, its digest and its bags, and
-// the bags in slices about as long as their features: the tokenizer's bag
-// keeps room for every token and pair, which made a parsed corpus take
-// twice the memory. bow builds a bag from counts only in ascending hash
+// compact keeps of p only what a run needs, its digest, its bags and its
+// measures, and the bags in slices about as long as their features: the
+// tokenizer's bag keeps room for every token and pair, which made a
+// parsed corpus take twice the memory. bow builds a bag from counts only in ascending hash
 // order within each part, so scores summed over a compacted bag may
 // differ from those over the parsed one in their last bits.
 func compact(p filter.Prepared) filter.Prepared {
-	out := filter.Prepared{Digest: p.Digest, Bag: compactBag(p.Bag)}
+	out := filter.Prepared{Digest: p.Digest, Bag: compactBag(p.Bag), Measures: p.Measures, Values: p.Values}
 	for _, r := range p.Runs {
 		out.Runs = append(out.Runs, compactBag(r))
 	}

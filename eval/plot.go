@@ -207,3 +207,78 @@ func PlotCurve(dir, title string, pts []CurvePoint) error {
 	p.Legend.Top = true
 	return savePlot(p, dir, "learning")
 }
+
+// Curve is a learning curve with a name, for PlotCurves.
+type Curve struct {
+	Name   string
+	Points []CurvePoint
+}
+
+// PlotCurves draws several learning curves side by side to
+// dir/name.{svg,png}: on the left each one's test error at the decision,
+// with its spread across draws, and its training error, dashed; on the
+// right each one's test (1-AUC)%, on a log scale, where a filter that
+// errs little still shows how well it ranks.
+func PlotCurves(dir, name, title string, curves []Curve) error {
+	errs := plot.New()
+	errs.Title.Text = "error rate at the decision"
+	errs.X.Label.Text = "training messages"
+	errs.Y.Label.Text = "error rate"
+	auc := plot.New()
+	auc.Title.Text = "test (1-AUC)%"
+	auc.X.Label.Text = "training messages"
+	auc.Y.Label.Text = "(1-AUC)%"
+	auc.Y.Scale = plot.LogScale{}
+	auc.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	for _, p := range []*plot.Plot{errs, auc} {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+	}
+	colors := []color.Color{hamColor, spamColor, color.Black}
+	for i, c := range curves {
+		col := colors[i%len(colors)]
+		train, test := make(plotter.XYs, len(c.Points)), make(plotter.XYs, len(c.Points))
+		sd := make(plotter.YErrors, len(c.Points))
+		var ranks plotter.XYs
+		for k, pt := range c.Points {
+			train[k] = plotter.XY{X: float64(pt.Size), Y: pt.TrainError}
+			test[k] = plotter.XY{X: float64(pt.Size), Y: pt.TestError}
+			sd[k] = struct{ Low, High float64 }{pt.TestErrorSD, pt.TestErrorSD}
+			// A log axis cannot show a perfect ranking: it is drawn at
+			// a thousandth of a percent.
+			ranks = append(ranks, plotter.XY{X: float64(pt.Size), Y: max(pt.TestOneMinusAUCPct, 1e-3)})
+		}
+		tl, tp, err := plotter.NewLinePoints(test)
+		if err != nil {
+			return err
+		}
+		tl.Color, tp.Color = col, col
+		rl, err := plotter.NewLine(train)
+		if err != nil {
+			return err
+		}
+		rl.Color = col
+		rl.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYer
+			plotter.YErrorer
+		}{test, sd})
+		if err != nil {
+			return err
+		}
+		eb.Color = col
+		errs.Add(tl, tp, rl, eb)
+		errs.Legend.Add(c.Name+", test", tl, tp)
+		errs.Legend.Add(c.Name+", training", rl)
+		al, ap, err := plotter.NewLinePoints(ranks)
+		if err != nil {
+			return err
+		}
+		al.Color, ap.Color = col, col
+		auc.Add(al, ap)
+		auc.Legend.Add(c.Name, al, ap)
+	}
+	return saveTiles(dir, name, title+" — learning curves", []*plot.Plot{errs, auc}, 2)
+}

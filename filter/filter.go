@@ -61,7 +61,8 @@ type Filter struct {
 	decider nb.Decider
 	// all indexes every configured class: the scope of a model that has
 	// learned them all.
-	all []int
+	all  []int
+	meas *measures
 }
 
 // New returns a filter over st configured by cfg.
@@ -77,7 +78,7 @@ func New(st store.Store, cfg Config) (*Filter, error) {
 	for i := range all {
 		all[i] = i
 	}
-	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d, all: all}, nil
+	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d, all: all, meas: newMeasures()}, nil
 }
 
 // Config returns the filter's configuration.
@@ -105,6 +106,11 @@ type Prepared struct {
 	// enough to have more than one, a bag per run of the body's tokens,
 	// each with the whole header.
 	Runs []bow.Bag
+	// Measures holds the message's measures as tokenize took them, NaN
+	// for those it lacks, and Values their levels, as training stores
+	// them.
+	Measures [tokenize.NumMeasures]float64
+	Values   []store.Value
 }
 
 // Prepare parses raw into a Prepared message. With names set, the bag keeps
@@ -124,6 +130,8 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 		Truncated: res.Truncated,
 		Problems:  res.Problems,
 		Runs:      runs(res.Tokens, res.Header, f.cfg.RunLength, o),
+		Measures:  res.Measures,
+		Values:    levels(res.Measures, f.meas.defs),
 	}, nil
 }
 
@@ -180,6 +188,10 @@ type Verdict struct {
 	// Toward lists, for the positive class and its rival, the features
 	// that pushed hardest toward it; nil unless explanation was asked for.
 	Toward map[string][]nb.Contribution
+	// Measures lists the measures that weighed most either way, their
+	// weights toward the positive class (negative toward its rival); nil
+	// unless explanation was asked for or when measures are off.
+	Measures []nb.MeasureContribution
 	// Problems lists non-fatal trouble met while parsing.
 	Problems []string
 }
@@ -218,12 +230,12 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	m, fs, scope, err := f.features(ctx, user, p.Bag, nil, -1, sc)
+	m, fs, vs, scope, err := f.features(ctx, user, &p, nil, -1, sc)
 	if err != nil {
 		return Verdict{}, err
 	}
 	spam := f.cfg.Spam()
-	r := m.Score(fs)
+	r := m.Score(fs, vs...)
 	// The message is as positive as the whole of it or, if more, as its
 	// runs pooled: text added to a message can outvote the payload in the
 	// whole body, but not in the runs it leaves alone.
@@ -237,7 +249,7 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		best := 0
 		for i, run := range p.Runs {
 			rfs[i] = f.runFeatures(run, fs, at)
-			rs[i] = m.Score(rfs[i])
+			rs[i] = m.Score(rfs[i], vs...)
 			if rs[i].LogOdds(f.cfg.Positive) > rs[best].LogOdds(f.cfg.Positive) {
 				best = i
 			}
@@ -250,7 +262,7 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 	// message's, or the most positive run's.
 	var ex nb.Explanation
 	if o.Explain > 0 {
-		ex = m.Explain(fs, o.Explain)
+		ex = m.Explain(fs, o.Explain, vs...)
 	}
 	d := f.deciderFor(scope).Decide(r)
 	untrained := !f.enough(m)
@@ -276,6 +288,7 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		for _, i := range []int{pi, ex.Rival[pi]} {
 			v.Toward[r.Classes[i]] = ex.Toward[i]
 		}
+		v.Measures = ex.Measures[pi]
 	}
 	if o.TrainedAs {
 		if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
@@ -380,19 +393,20 @@ func (f *Filter) names(scope []int) []string {
 	return out
 }
 
-// features looks up the counts of bag's features for user, with the
+// features looks up the counts of p's features for user, with the
 // global model as the prior of the user's, and returns the model to score
-// them with, whose classes are those of the scope it returns (see scope;
-// pending and need are scope's).
-func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending []float64, need int, sc *scratch) (*nb.Model, []nb.Feature, []int, error) {
+// them with, p's measures as it scores them, and the scope of the model's
+// classes (see scope; pending and need are scope's).
+func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending []float64, need int, sc *scratch) (*nb.Model, []nb.Feature, []nb.Value, []int, error) {
+	bag := p.Bag
 	gt, err := f.st.Totals(ctx, "")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("global totals: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("global totals: %w", err)
 	}
 	var ut store.Totals
 	if user != "" {
 		if ut, err = f.st.Totals(ctx, user); err != nil {
-			return nil, nil, nil, fmt.Errorf("totals of %s: %w", user, err)
+			return nil, nil, nil, nil, fmt.Errorf("totals of %s: %w", user, err)
 		}
 	}
 	scope := f.scope(gt, ut, pending, need)
@@ -407,14 +421,14 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending
 	hashes, counts := bag.Hashes(), bag.Counts()
 	gc, err := f.st.Lookup(ctx, "", hashes)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("global counts: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("global counts: %w", err)
 	}
 	var uc []store.Counts
 	if trained(ut) {
 		t := f.totals(ut, scope)
 		m.User = &t
 		if uc, err = f.st.Lookup(ctx, user, hashes); err != nil {
-			return nil, nil, nil, fmt.Errorf("counts of %s: %w", user, err)
+			return nil, nil, nil, nil, fmt.Errorf("counts of %s: %w", user, err)
 		}
 	}
 	// One backing array for every per-class slice keeps scoring a message
@@ -447,7 +461,7 @@ func (f *Filter) features(ctx context.Context, user string, bag bow.Bag, pending
 			fs[i].User, fs[i].UserWeight = remap(row[block:], uc[i], umap, weights)
 		}
 	}
-	return m, fs, scope, nil
+	return m, fs, f.values(p, gt, ut, m.User != nil, scope), scope, nil
 }
 
 // scratch is the memory features fills for one message: the features and
@@ -616,7 +630,7 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 		if err := f.CheckClass(it.Class); err != nil {
 			return nil, err
 		}
-		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag}
+		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag, Values: it.Values}
 		if l != nil && it.Class != "" {
 			steps, err := l.steps(ctx, &it.Prepared, it.Class)
 			if err != nil {

@@ -50,12 +50,15 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 	ci := slices.Index(l.f.cfg.Classes, class)
 	sc := getScratch()
 	defer putScratch(sc)
-	m, fs, scope, err := l.f.features(ctx, l.user, p.Bag, l.messages, ci, sc)
+	m, fs, vs, scope, err := l.f.features(ctx, l.user, p, l.messages, ci, sc)
 	if err != nil {
 		return nil, err
 	}
 	l.overlay(m, fs, scope)
-	step := m.Score(fs).Step(slices.Index(scope, ci))
+	// The measures are scored with the samples the store holds, without
+	// the batch's earlier messages: a few values more move a density far
+	// less than a few counts more move a rare token's.
+	step := m.Score(fs, vs...).Step(slices.Index(scope, ci))
 	if step[0] == nil {
 		return nil, nil
 	}

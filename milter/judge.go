@@ -209,6 +209,9 @@ func (m *message) decide(fc filter.Config, pr prefs.Prefs, sender prefs.Sender, 
 			}
 		}
 	}
+	for _, mc := range v.Measures {
+		res.Measures = append(res.Measures, mc.String())
+	}
 	d := decision{verdict: label, spam: isSpam(fc, label), result: res, user: r.user, model: r.model,
 		listed: listing, anyListed: listed, toward: v.Toward}
 	d.outcome = Outcome{Action: Accept}

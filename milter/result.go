@@ -57,7 +57,7 @@ const foldWidth = 78
 // Result is what the X-Spamd-Result header says about a message, for
 // example:
 //
-//	spam; p=0.999998; score=13.12; required=3.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"
+//	spam; p=0.999998; score=13.12; required=3.00; sig=9f86d0…; spammy="viagra" "url:example.com"; hammy="meeting"; measures="links=41 (+1.90)" "size=2306 (-0.42)"
 //	spam; p=0.999999; score=14.31; required=3.00; sig=4be2f1…; learned=spam
 //	ham; p=0.912000; score=2.34; required=3.00; sig=77a0c3…; listed=allow; by=domain
 //	skipped; reason=size
@@ -96,6 +96,10 @@ type Result struct {
 	// Spammy and Hammy list the tokens that weighed most toward spam and
 	// toward ham.
 	Spammy, Hammy []string
+	// Measures lists the measures (continuous features) that weighed most
+	// either way, each with its value and its weight toward spam, as
+	// "links=41 (+1.90)".
+	Measures []string
 }
 
 // String formats r as the value of an X-Spamd-Result header.
@@ -121,7 +125,7 @@ func (r Result) String() string {
 	for _, side := range []struct {
 		name   string
 		tokens []string
-	}{{"spammy", quotedTokens(r.Spammy)}, {"hammy", quotedTokens(r.Hammy)}} {
+	}{{"spammy", quotedTokens(r.Spammy)}, {"hammy", quotedTokens(r.Hammy)}, {"measures", quotedTokens(r.Measures)}} {
 		if len(side.tokens) == 0 {
 			continue
 		}
@@ -268,6 +272,8 @@ func ParseResult(s string) (Result, error) {
 			}
 		case "spammy":
 			r.Spammy = tokens
+		case "measures":
+			r.Measures = tokens
 		case "hammy":
 			r.Hammy = tokens
 		}

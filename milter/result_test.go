@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spamd/spamd/store"
 )
 
 func TestResultRoundTrip(t *testing.T) {
@@ -20,6 +22,9 @@ func TestResultRoundTrip(t *testing.T) {
 		{"spam", Result{Verdict: "spam", Probability: 0.999998, Score: 13.12, Required: 0, Signature: sig,
 			Spammy: []string{"viagra", "url:example.com"}, Hammy: []string{"meeting"}},
 			`spam; p=0.999998; score=13.12; required=0.00; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; spammy="viagra" "url:example.com"; hammy="meeting"`},
+		{"spam with measures", Result{Verdict: "spam", Probability: 0.99, Score: 4.6, Required: 3, Signature: sig,
+			Spammy: []string{"viagra"}, Measures: []string{"links=41 (+1.90)", "size=2306 (-0.42)"}},
+			`spam; p=0.990000; score=4.60; required=3.00; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; spammy="viagra"; measures="links=41 (+1.90)" "size=2306 (-0.42)"`},
 		{"ham without tokens", Result{Verdict: "ham", Probability: 0, Score: -42.5, Required: 1.5, Signature: sig},
 			`ham; p=0.000000; score=-42.50; required=1.50; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9`},
 		{"tokens needing quotes", Result{Verdict: "unsure", Probability: 0.5, Signature: sig,
@@ -131,6 +136,7 @@ func TestParseResultIgnoresUnknownFields(t *testing.T) {
 // reads, written out again, reads back the same.
 func FuzzParseResult(f *testing.F) {
 	f.Add(`spam; p=0.999998; score=13.12; required=0.00; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; spammy="viagra" "url:example.com"; hammy="meeting"`)
+	f.Add(`spam; p=0.99; score=4.60; required=3.00; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; measures="links=41 (+1.90)"`)
 	f.Add("skipped; reason=authenticated")
 	f.Add(`unsure; p=0.5; score=0; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; spammy="a\"b" "\xff"`)
 	f.Fuzz(func(t *testing.T, s string) {
@@ -147,4 +153,27 @@ func FuzzParseResult(f *testing.F) {
 			t.Fatalf("not stable:\n%s\n%s", text, again)
 		}
 	})
+}
+
+// TestResultMeasures runs a message through a real milter session with
+// measures on: X-Spamd-Result lists the measures that weighed most, each
+// with its value and weight toward spam.
+func TestResultMeasures(t *testing.T) {
+	f, spam, _ := trainedFilter(t, store.NewMemory())
+	sets := map[string]string{"measures": "parzen", "min_trained": "1"}
+	for _, fam := range []string{"size", "links", "html", "text", "route", "time"} {
+		sets["weight_"+fam] = "1"
+	}
+	f = withFilter(t, f, sets)
+	_, addr := startServer(t, testSettings(f), &recorder{})
+	res := sendOne(t, addr, defaultEnvelope(), withCRLF(spam)).result(t)
+	if len(res.Measures) == 0 {
+		t.Fatalf("no measures in %+v", res)
+	}
+	for _, m := range res.Measures {
+		name, rest, ok := strings.Cut(m, "=")
+		if !ok || name == "" || !strings.Contains(rest, " (") || !strings.HasSuffix(rest, ")") {
+			t.Errorf("measure %q is not NAME=VALUE (WEIGHT)", m)
+		}
+	}
 }

@@ -48,6 +48,38 @@
 // log-likelihood by its own n^β, so that the parts weigh as two witnesses
 // whatever their lengths.
 //
+// # Measures
+//
+// A message also has measures, continuous features such as its size or
+// its number of links (package tokenize defines them). Naive Bayes takes
+// them as more factors of the same product: each measure x adds
+//
+//	Weight · log p(x|c)
+//
+// to class c's score, and a measure a message lacks adds nothing, as
+// missing data. The densities p(x|c) are estimated from a binned sample
+// of the class's training values (Sample: values on a fixed grid of
+// levels, so that a store keeps integer statistics that untraining takes
+// back exactly), either as a Gaussian fitted by maximum likelihood from
+// the sample's count, sum and sum of squares (its variance at least one
+// level squared), or as a Parzen window: a Gaussian kernel of width h on
+// every value, reflected at the grid's ends. The width is chosen by the
+// leave-one-out log-likelihood of the training values (ChooseBandwidth):
+// their own likelihood only grows as h shrinks, since each value then
+// sits on its own kernel, while the likelihood of each value under the
+// density of the others peaks where h fits the data. Either density is
+// smoothed toward the uniform one with a few pseudo-values
+// (Params.MeasureAlpha), as token counts are with α, and a user's takes
+// the global one as its prior, worth Params.MeasureLambda values.
+//
+// A few measures beside hundreds of tokens would, at weight 1, either be
+// drowned by them or, where a density is sharp, drown them: Value.Weight
+// scales each, and the caller chooses the weights per family of measures
+// on held-out data. Params.MeasureClip bounds the log ratio one measure
+// may add between two classes, since a value far from a class's sample,
+// where a density's estimate is least sure, is where its ratio is
+// largest.
+//
 // # Decisions
 //
 // A Decider picks the class of least expected loss Σ_k ℓ(i|k)·P(k|x) for a

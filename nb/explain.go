@@ -1,7 +1,10 @@
 package nb
 
 import (
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Contribution is one feature's share of the log-odds of a class against
@@ -26,14 +29,15 @@ type Contribution struct {
 	Weight float64
 }
 
-// Explanation tells which features pushed a message toward each class.
-// For every class i,
+// Explanation tells which features and measures pushed a message toward
+// each class. For every class i,
 //
 //	LogOdds(Classes[i]) = LogPrior[i] − LogPrior[Rival[i]] + Σ Weight
 //
-// summed over all features scored. For two classes, the features that
-// favour one class are exactly those that disfavour the other, so the two
-// lists of Toward together hold every feature that made a difference.
+// summed over all features and measures scored. For two classes, the
+// features that favour one class are exactly those that disfavour the
+// other, so the two lists of Toward together hold every feature that made
+// a difference.
 type Explanation struct {
 	// Result is the scoring the contributions add up to.
 	Result Result
@@ -43,17 +47,34 @@ type Explanation struct {
 	// Toward[i] lists the features with a positive Weight for Classes[i]
 	// against Rival[i], largest first, ties by Hash.
 	Toward [][]Contribution
+	// Measures[i] lists the measures scored, for Classes[i] against
+	// Rival[i], that weighed most either way: the largest |Weight| first,
+	// ties by name.
+	Measures [][]MeasureContribution
 }
 
-// Explain scores the message whose features are fs, as Score does, and
-// returns for each class the n features that favoured it most against its
-// rival; n ≤ 0 returns them all. It allocates, so it is meant for
+// MeasureContribution is one measure's share of the log-odds of a class
+// against its rival.
+type MeasureContribution struct {
+	// Name names the measure and Text writes its value, as the Value
+	// said.
+	Name, Text string
+	// LogRatio is log p(x|c) − log p(x|rival).
+	LogRatio float64
+	// Weight is its share of Result.LogOdds: Value.Weight · LogRatio.
+	Weight float64
+}
+
+// Explain scores the message whose features are fs and whose measures
+// are vs, as Score does, and returns for each class the n features that
+// favoured it most against its rival, and the n measures that weighed most
+// either way; n ≤ 0 returns them all. It allocates, so it is meant for
 // reports, not for every message.
-func (m *Model) Explain(fs []Feature, n int) Explanation {
+func (m *Model) Explain(fs []Feature, n int, vs ...Value) Explanation {
 	var r Result
-	m.score(&r, fs, true)
+	m.score(&r, fs, vs, true)
 	k := len(r.Classes)
-	ex := Explanation{Result: r, Rival: make([]int, k), Toward: make([][]Contribution, k)}
+	ex := Explanation{Result: r, Rival: make([]int, k), Toward: make([][]Contribution, k), Measures: make([][]MeasureContribution, k)}
 	// Where each feature's naive Bayes terms are, if it was scored.
 	terms := make([]int, len(fs))
 	for i := range terms {
@@ -103,8 +124,51 @@ func (m *Model) Explain(fs []Feature, n int) Explanation {
 			})
 		}
 		ex.Toward[i] = list
+		ex.Measures[i] = measuresToward(vs, k, i, j, n, m.Params.settings().measureClip)
 	}
 	return ex
+}
+
+// String writes c as explanations show it, "links=41 (+1.90)": the
+// measure, its value and its weight toward the class.
+func (c MeasureContribution) String() string {
+	w := strconv.FormatFloat(c.Weight, 'f', 2, 64)
+	if c.Weight >= 0 {
+		w = "+" + w
+	}
+	return c.Name + "=" + c.Text + " (" + w + ")"
+}
+
+// measuresToward returns the contributions of the measures of vs that a
+// model of k classes scores, each clipped by bound as Score clips it, to
+// the log-odds of class i against j, the n largest in size first (all
+// when n ≤ 0), leaving out those that are as likely in both.
+func measuresToward(vs []Value, k, i, j, n int, bound float64) []MeasureContribution {
+	var out []MeasureContribution
+	for _, v := range vs {
+		if !usable(&v, k) {
+			continue
+		}
+		top := slices.Max(v.LogDensity)
+		ratio := clip(v.LogDensity[i], top, bound) - clip(v.LogDensity[j], top, bound)
+		if ratio == 0 {
+			continue // what tells nothing explains nothing
+		}
+		out = append(out, MeasureContribution{Name: v.Name, Text: v.Text, LogRatio: ratio, Weight: v.Weight * ratio})
+	}
+	slices.SortFunc(out, func(a, b MeasureContribution) int {
+		if x, y := math.Abs(a.Weight), math.Abs(b.Weight); x != y {
+			if x > y {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
 }
 
 // before reports whether c weighs more than d, ties broken by Hash.

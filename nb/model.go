@@ -178,6 +178,25 @@ type Params struct {
 	// makes, spread over its parts. Zero means 1; valid values lie in
 	// [0, 1000].
 	Rate float64
+	// Density selects the class-conditional densities of measures, the
+	// continuous features of a message (see Density). Score adds each
+	// Value it is given whatever Density says; it is for the caller
+	// building the Values with NewDensity.
+	Density DensityKind
+	// MeasureAlpha is how many values, spread evenly over a measure's
+	// grid, smooth each class's density (see Density). Zero means 1;
+	// valid values lie in [1e-9, 1e9].
+	MeasureAlpha float64
+	// MeasureLambda is how many values the global model's density is
+	// worth in a user's. Zero means 10; valid values lie in [1e-9, 1e9].
+	MeasureLambda float64
+	// MeasureClip, when positive, bounds what one measure may say: each
+	// class's log density is raised to at least the largest one's less
+	// MeasureClip, so that no log ratio between two classes exceeds it.
+	// A density's tails are where a sample says least, yet where one
+	// value far from a class's makes its ratio largest. Zero clips
+	// nothing; valid values lie in [0, 1000].
+	MeasureClip float64
 }
 
 // Validate reports the first field of p that is out of range, wrapping
@@ -191,6 +210,8 @@ func (p Params) Validate() error {
 		{"PriorAlpha", p.PriorAlpha, defaultPriorAlpha},
 		{"Lambda", p.Lambda, defaultLambda},
 		{"LambdaPrior", p.LambdaPrior, defaultLambdaPrior},
+		{"MeasureAlpha", p.MeasureAlpha, defaultMeasureAlpha},
+		{"MeasureLambda", p.MeasureLambda, defaultMeasureLambda},
 	}
 	for _, f := range smooth {
 		if f.v != 0 && !(f.v >= minSmooth && f.v <= maxSmooth) {
@@ -201,6 +222,9 @@ func (p Params) Validate() error {
 	}
 	if p.Prior < 0 || int(p.Prior) >= len(priorNames) {
 		return fmt.Errorf("%w: Prior %d is not one of PriorML, PriorMAP, PriorUniform", ErrInvalid, int(p.Prior))
+	}
+	if p.Density < 0 || int(p.Density) >= len(densityNames) {
+		return fmt.Errorf("%w: Density %d is not one of DensityOff, DensityGaussian, DensityParzen", ErrInvalid, int(p.Density))
 	}
 	if !(p.Normalize >= 0 && p.Normalize <= 1) {
 		return fmt.Errorf("%w: Normalize %v is not in [0, 1]", ErrInvalid, p.Normalize)
@@ -216,6 +240,9 @@ func (p Params) Validate() error {
 	}
 	if !(p.Mix >= 0 && p.Mix <= maxRate) {
 		return fmt.Errorf("%w: Mix %v is not in [0, %g]", ErrInvalid, p.Mix, maxRate)
+	}
+	if !(p.MeasureClip >= 0 && p.MeasureClip <= maxSpread) {
+		return fmt.Errorf("%w: MeasureClip %v is not in [0, %g]", ErrInvalid, p.MeasureClip, maxSpread)
 	}
 	if !(p.Rate >= 0 && p.Rate <= maxRate) {
 		return fmt.Errorf("%w: Rate %v is not in [0, %g]", ErrInvalid, p.Rate, maxRate)
@@ -239,22 +266,33 @@ type settings struct {
 	mix            float64
 	discriminative bool
 	rate           float64
+	density        DensityKind
+	measureAlpha   float64
+	measureLambda  float64
+	measureClip    float64
 }
 
 func (p Params) settings() settings {
 	s := settings{
-		alpha:       smoothing(p.Alpha, defaultAlpha),
-		priorAlpha:  smoothing(p.PriorAlpha, defaultPriorAlpha),
-		lambda:      smoothing(p.Lambda, defaultLambda),
-		lambdaPrior: smoothing(p.LambdaPrior, defaultLambdaPrior),
-		prior:       p.Prior,
-		beta:        min(clean(p.Normalize), 1),
-		topN:        max(p.TopN, 0),
-		complement:  p.Complement,
-		minCount:    clean(p.MinCount),
-		minSpread:   min(clean(p.MinSpread), maxSpread),
-		mu:          clean(p.Mu),
-		mix:         1,
+		alpha:         smoothing(p.Alpha, defaultAlpha),
+		priorAlpha:    smoothing(p.PriorAlpha, defaultPriorAlpha),
+		lambda:        smoothing(p.Lambda, defaultLambda),
+		lambdaPrior:   smoothing(p.LambdaPrior, defaultLambdaPrior),
+		prior:         p.Prior,
+		beta:          min(clean(p.Normalize), 1),
+		topN:          max(p.TopN, 0),
+		complement:    p.Complement,
+		minCount:      clean(p.MinCount),
+		minSpread:     min(clean(p.MinSpread), maxSpread),
+		mu:            clean(p.Mu),
+		mix:           1,
+		density:       p.Density,
+		measureAlpha:  smoothing(p.MeasureAlpha, defaultMeasureAlpha),
+		measureLambda: smoothing(p.MeasureLambda, defaultMeasureLambda),
+		measureClip:   min(clean(p.MeasureClip), maxSpread),
+	}
+	if s.density < 0 || int(s.density) >= len(densityNames) {
+		s.density = DensityOff
 	}
 	if p.Discriminative {
 		s.discriminative = true

@@ -53,7 +53,8 @@ type Result struct {
 	// LogPrior[c] is log P(c).
 	LogPrior []float64
 	// LogJoint[c] is log P(c) + Σ_w count_w · log p(w|c) over the features
-	// scored: log p(x, c) up to a constant, the score of the method. With
+	// scored, plus Σ_v Weight_v · log p(x_v|c) over the measures given:
+	// log p(x, c) up to a constant, the score of the method. With
 	// Params.Normalize the sum over each part of the message
 	// (Feature.Part) is divided by that part's n^β; with Params.Complement
 	// each log p(w|c) is replaced by −log p̃(w|¬c).
@@ -69,6 +70,8 @@ type Result struct {
 	Used int
 	// Tokens is n, the sum of the counts of the features scored.
 	Tokens float64
+	// Measures is the number of measures (Values) scored.
+	Measures int
 
 	norm  [parts]float64   // n^β of each part, what its log-likelihood was divided by
 	sums  [parts][]float64 // per-class log-likelihood of each part
@@ -147,10 +150,12 @@ func (r Result) rival(i int) int {
 	return j
 }
 
-// Score scores the message whose features are fs.
-func (m *Model) Score(fs []Feature) Result {
+// Score scores the message whose features are fs and whose measures,
+// if any, are vs. A measure is one more factor of naive Bayes's product:
+// its weighted log density adds to each class's score.
+func (m *Model) Score(fs []Feature, vs ...Value) Result {
 	var r Result
-	m.score(&r, fs, false)
+	m.score(&r, fs, vs, false)
 	return r
 }
 
@@ -158,8 +163,8 @@ func (m *Model) Score(fs []Feature) Result {
 // large enough, so that a loop scoring many messages into one Result does
 // not allocate. Copies of r share its slices: a Result to be kept must not
 // be passed to ScoreInto again.
-func (m *Model) ScoreInto(r *Result, fs []Feature) {
-	m.score(r, fs, false)
+func (m *Model) ScoreInto(r *Result, fs []Feature, vs ...Value) {
+	m.score(r, fs, vs, false)
 }
 
 // candidate is a feature to score, with its terms recorded for TopN or
@@ -216,7 +221,7 @@ func siftDown(h []candidate, i int) {
 
 // score fills r. When record is set, or TopN needs them, it keeps the
 // features scored in r.cand and their terms in r.terms.
-func (m *Model) score(r *Result, fs []Feature, record bool) {
+func (m *Model) score(r *Result, fs []Feature, vs []Value, record bool) {
 	s := m.Params.settings()
 	k := len(m.Classes)
 	work := r.reset(m.Classes)
@@ -301,7 +306,41 @@ func (m *Model) score(r *Result, fs []Feature, record bool) {
 	for c := range r.LogJoint {
 		r.LogJoint[c] += r.LogPrior[c]
 	}
+	for i := range vs {
+		if !usable(&vs[i], k) {
+			continue
+		}
+		r.Measures++
+		top := slices.Max(vs[i].LogDensity)
+		for c, l := range vs[i].LogDensity {
+			r.LogJoint[c] += vs[i].Weight * clip(l, top, s.measureClip)
+		}
+	}
 	r.normalize()
+}
+
+// clip returns log density l of a measure raised to at least top, the
+// largest of its classes', less bound, when bound is positive.
+func clip(l, top, bound float64) float64 {
+	if bound > 0 {
+		return max(l, top-bound)
+	}
+	return l
+}
+
+// usable reports whether v can be scored in a model of k classes: a
+// finite weight, and a finite log density for each class. A measure may
+// push as hard as its densities say, but never to an infinity.
+func usable(v *Value, k int) bool {
+	if len(v.LogDensity) != k || v.Weight == 0 || math.IsNaN(v.Weight) || math.IsInf(v.Weight, 0) || math.Abs(v.Weight) > maxRate {
+		return false
+	}
+	for _, l := range v.LogDensity {
+		if math.IsNaN(l) || math.IsInf(l, 0) || math.Abs(l) > maxSpread {
+			return false
+		}
+	}
+	return true
 }
 
 // weigh sums the learned weights of every feature, seen by naive Bayes or
@@ -398,7 +437,7 @@ func (r *Result) reset(classes []string) []float64 {
 	r.n = [parts]float64{}
 	r.scale = [parts]float64{}
 	r.rate = 0
-	r.Used, r.Tokens = 0, 0
+	r.Used, r.Tokens, r.Measures = 0, 0, 0
 	r.cand, r.terms = r.cand[:0], r.terms[:0]
 	return b
 }

@@ -42,14 +42,24 @@ type memModel struct {
 	messages []uint64           // per class
 	tokens   []uint64           // per class
 	vocab    uint64             // rows with a non-zero count
+	samples  SampleSet          // the values of the seen records
+	// snap is samples as Totals gives them, shared and never modified:
+	// the filter reads them for every message, and one message changes
+	// but a few. stale lists the samples changed since, rebuilt by the
+	// next reader; Apply adds to it under the write lock, readers take
+	// it under snapMu.
+	snapMu sync.Mutex
+	snap   Samples
+	stale  map[[2]int]bool // measure, class
 }
 
 // seenRec is a seen record: the index of the class a message is trained
-// as and the steps its training added, a head and a body step per class
-// index.
+// as, the steps its training added, a head and a body step per class
+// index, and its values.
 type seenRec struct {
-	class int
-	steps []int64
+	class  int
+	steps  []int64
+	values []Value
 }
 
 var _ Store = (*Memory)(nil)
@@ -79,8 +89,52 @@ func (m *Memory) Totals(_ context.Context, user string) (Totals, error) {
 		copy(t.Messages, mod.messages)
 		copy(t.Tokens, mod.tokens)
 		t.Vocabulary = mod.vocab
+		t.Samples = mod.samplesNow()
 	}
 	return t, nil
+}
+
+// samplesNow returns the model's samples: the snapshot, its stale
+// samples rebuilt into a new one that shares the others. Callers hold at
+// least the read lock, which keeps the samples from changing meanwhile.
+func (mod *memModel) samplesNow() Samples {
+	mod.snapMu.Lock()
+	defer mod.snapMu.Unlock()
+	if len(mod.stale) == 0 {
+		return mod.snap
+	}
+	next := slices.Clone(mod.snap)
+	copied := map[int]bool{}
+	for k := range mod.stale {
+		m, c := k[0], k[1]
+		for len(next) <= m {
+			next = append(next, nil)
+		}
+		if !copied[m] {
+			next[m] = slices.Clone(next[m])
+			copied[m] = true
+		}
+		for len(next[m]) <= c {
+			next[m] = append(next[m], Sample{})
+		}
+		next[m][c] = mod.samples.Of(m, c)
+	}
+	clear(mod.stale)
+	mod.snap = next
+	return next
+}
+
+// changeSamples adds (n = 1) or takes away (n = -1) the values of a
+// message of class c, marking the samples they change stale; it is
+// called under the write lock.
+func (mod *memModel) changeSamples(c int, vs []Value, n int) {
+	mod.samples.Add(c, vs, n)
+	if mod.stale == nil {
+		mod.stale = make(map[[2]int]bool)
+	}
+	for _, v := range vs {
+		mod.stale[[2]int{int(v.Measure), c}] = true
+	}
 }
 
 // Lookup returns the counts of each hash for user. All the Counts of one
@@ -171,6 +225,7 @@ func (m *Memory) apply(user string, op *Op) Result {
 	next := seenRec{class: -1}
 	if op.Class != "" {
 		next.class = m.classIndex(op.Class)
+		next.values = slices.Clone(op.Values)
 		for _, s := range op.Steps {
 			c := m.classIndex(s.Class)
 			if need := 2 * (c + 1); len(next.steps) < need {
@@ -195,11 +250,13 @@ func (m *Memory) apply(user string, op *Op) Result {
 	if prev.class >= 0 {
 		mod.change(op.Bag, prev, -1)
 		mod.messages[prev.class] = subClamp(mod.messages[prev.class], 1)
+		mod.changeSamples(prev.class, prev.values, -1)
 		delete(mod.seen, op.Digest)
 	}
 	if next.class >= 0 {
 		mod.change(op.Bag, next, 1)
 		mod.messages[next.class]++
+		mod.changeSamples(next.class, next.values, 1)
 		mod.seen[op.Digest] = next
 	}
 	return res
@@ -247,8 +304,10 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	}
 	k := mod.width / 2
 	messages := make([]uint64, k)
+	var recount SampleSet
 	for _, rec := range mod.seen {
 		messages[rec.class]++
+		recount.Add(rec.class, rec.values, 1)
 	}
 	tokens := make([]uint64, k)
 	var vocab uint64
@@ -273,6 +332,7 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	if vocab != mod.vocab {
 		problems = append(problems, fmt.Sprintf("vocabulary %d in totals, %d tokens counted", mod.vocab, vocab))
 	}
+	problems = append(problems, mod.samples.Samples().Differences(recount.Samples(), m.classes)...)
 	if problems != nil {
 		return fmt.Errorf("check %q: %w: %s", user, ErrInconsistent, strings.Join(problems, "; "))
 	}
@@ -446,7 +506,7 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	digests := slices.SortedFunc(maps.Keys(mod.seen), func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
 	for _, d := range digests {
 		rec := mod.seen[d]
-		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps)}); err != nil {
+		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps), Values: slices.Clone(rec.values)}); err != nil {
 			return err
 		}
 	}
@@ -529,7 +589,10 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			if _, dup := mod.seen[r.Digest]; dup {
 				return fmt.Errorf("restore: %w: message %x twice", ErrInconsistent, r.Digest)
 			}
-			rec := seenRec{class: m.classIndex(r.Class)}
+			if err := ValidValues(r.Values); err != nil {
+				return fmt.Errorf("restore: message %x: %w", r.Digest, err)
+			}
+			rec := seenRec{class: m.classIndex(r.Class), values: slices.Clone(r.Values)}
 			for _, s := range r.Steps {
 				if err := ValidClass(s.Class); err != nil {
 					return fmt.Errorf("restore: %w", err)
@@ -548,6 +611,7 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	mod.grow(len(m.classes))
 	for _, rec := range mod.seen {
 		mod.messages[rec.class]++
+		mod.changeSamples(rec.class, rec.values, 1)
 	}
 	for _, r := range mod.rows {
 		row := Counts(mod.row(r))

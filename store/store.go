@@ -1,8 +1,11 @@
 // Package store persists the counts a naive Bayes model is made of: per
 // user and class, how often each token was seen, how many tokens and
 // messages were trained, and which message was trained as which class;
-// and beside each token's counts its discriminative weight per class,
-// which the filter's online learner adjusts as each message is trained.
+// beside each token's counts its discriminative weight per class, which
+// the filter's online learner adjusts as each message is trained; and per
+// measure (a continuous feature of a message, on a grid of levels) and
+// class, the sample of the levels trained, from which a density is
+// estimated.
 //
 // The Store interface is deliberately narrow (batched lookups, per-class
 // totals, one atomic Apply for a batch of training operations) so that a
@@ -39,6 +42,58 @@ type Totals struct {
 	// Vocabulary is the number of distinct tokens with a non-zero count in
 	// some class.
 	Vocabulary uint64
+	// Samples holds the samples of the measures trained, by measure and
+	// class index. It may be shared with the store and with other
+	// callers: it must not be modified.
+	Samples Samples
+}
+
+// Limits of measures and their levels.
+const (
+	// MaxMeasures bounds the measures: each Value.Measure is below it.
+	MaxMeasures = 64
+	// MaxLevels bounds the levels: each Value.Level is below it. With
+	// levels this fine a sample's sum of squares stays below 2^53, exact
+	// in a double, up to 2^33 messages.
+	MaxLevels = 1024
+)
+
+// Value is a measure of a message: the index of the measure (as package
+// tokenize numbers them) and the level of its value on the measure's
+// grid.
+type Value struct {
+	Measure uint8
+	Level   uint16
+}
+
+// Bin is the number of messages trained whose value of a measure is at
+// one level.
+type Bin struct {
+	Level uint16
+	Count uint64
+}
+
+// Sample is what training keeps of one measure's values in one class:
+// their number, sum and sum of squares (a Gaussian's sufficient
+// statistics) and how many there are at each level, a histogram of the
+// levels with values, in ascending order. All are integers, so that
+// untraining a message takes back exactly what training it added.
+type Sample struct {
+	N, Sum, SumSq uint64
+	Bins          []Bin
+}
+
+// Samples holds a model's samples: Samples[m][c] is measure m's in class
+// index c. A slice shorter than a measure or class index means an empty
+// sample.
+type Samples [][]Sample
+
+// Of returns the sample of measure m in class c.
+func (s Samples) Of(m, c int) Sample {
+	if m < len(s) && c < len(s[m]) {
+		return s[m][c]
+	}
+	return Sample{}
 }
 
 // Index returns the index of class in t.Classes, or -1.
@@ -105,6 +160,12 @@ type Op struct {
 	// keeps them, so that untraining the message (a relabel or a forget)
 	// takes back exactly what its training added.
 	Steps []Step
+	// Values are the message's measures, in ascending order of measure,
+	// each measure once; a measure the message lacks is left out. They
+	// are ignored when Class is "". The seen record keeps them, like the
+	// steps: untraining takes back the values recorded, whatever values
+	// an op that relabels or forgets carries.
+	Values []Value
 }
 
 // Result says what an Op did.
@@ -126,10 +187,11 @@ type Store interface {
 	// Seen returns the class a message was trained as for user, "" if none.
 	Seen(ctx context.Context, user string, d Digest) (string, error)
 	// Apply carries out ops for user in order. Each op is atomic: all its
-	// count and weight changes and its seen record, or none. An op on a
-	// digest already trained as another class first subtracts the bag
-	// from that class and the steps recorded when it was trained
-	// (relabel); an op on a digest trained as the same class is a no-op.
+	// count, weight and sample changes and its seen record, or none. An
+	// op on a digest already trained as another class first subtracts the
+	// bag from that class and the steps and values recorded when it was
+	// trained (relabel); an op on a digest trained as the same class is a
+	// no-op.
 	// Counts never go below zero; weights are added and subtracted
 	// exactly. A token's row is dropped once its counts and weights are
 	// all zero. A call with an invalid user or class name (Op.Class or a
@@ -141,8 +203,9 @@ type Store interface {
 	// if it has one.
 	Users(ctx context.Context) ([]string, error)
 	// Check verifies that user's seen records, class message counts and
-	// token totals agree, returning ErrInconsistent (wrapped, with details)
-	// when they do not.
+	// token totals agree, and that the samples are exactly those of the
+	// values the seen records hold, returning ErrInconsistent (wrapped,
+	// with details) when they do not.
 	Check(ctx context.Context, user string) error
 	// Dump reads user's model from one consistent snapshot, taken while
 	// training may go on, and calls fn with a header record naming the
@@ -152,8 +215,8 @@ type Store interface {
 	Dump(ctx context.Context, user string, fn func(Record) error) error
 	// Restore writes user's model from the records next returns, as Dump
 	// gives them, until it returns io.EOF: a header first, then token
-	// rows and seen records in any order. The totals are recounted from
-	// them. It fails with ErrExists when the store holds a model of user.
+	// rows and seen records in any order. The totals and the samples are
+	// recounted from them. It fails with ErrExists when the store holds a model of user.
 	// A restore is all or nothing: one that fails, or whose process is
 	// killed, leaves no model of user, and while it runs the user has
 	// none either.
@@ -175,10 +238,12 @@ type Record struct {
 	// Hash and Counts are a token's row, when Counts is not nil.
 	Hash   bow.Hash
 	Counts Counts
-	// Digest, Class and Steps are a seen record, when Class is not "".
+	// Digest, Class, Steps and Values are a seen record, when Class is
+	// not "".
 	Digest Digest
 	Class  string
 	Steps  []Step
+	Values []Value
 }
 
 // Errors a Store returns, to be tested with errors.Is.
@@ -298,12 +363,20 @@ func ValidClass(name string) error {
 	return nil
 }
 
+// ErrInvalidValue is returned for values out of order or off their
+// grid.
+var ErrInvalidValue = errors.New("invalid measure value")
+
 // ValidOps reports the first op with an invalid class name, its own or a
-// step's, so that a backend refuses the ops before it applies any.
+// step's, or invalid values, so that a backend refuses the ops before it
+// applies any.
 func ValidOps(ops []Op) error {
 	for i := range ops {
 		if c := ops[i].Class; c != "" {
 			if err := ValidClass(c); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
+			}
+			if err := ValidValues(ops[i].Values); err != nil {
 				return fmt.Errorf("op %d: %w", i, err)
 			}
 		}
@@ -314,4 +387,127 @@ func ValidOps(ops []Op) error {
 		}
 	}
 	return nil
+}
+
+// ValidValues reports whether vs are values a store keeps: measures below
+// MaxMeasures in ascending order, each once, levels below MaxLevels.
+func ValidValues(vs []Value) error {
+	for i, v := range vs {
+		if v.Measure >= MaxMeasures || v.Level >= MaxLevels {
+			return fmt.Errorf("%w: measure %d at level %d is off the grid (%d measures, %d levels)", ErrInvalidValue, v.Measure, v.Level, MaxMeasures, MaxLevels)
+		}
+		if i > 0 && v.Measure <= vs[i-1].Measure {
+			return fmt.Errorf("%w: measure %d after measure %d: not in ascending order", ErrInvalidValue, v.Measure, vs[i-1].Measure)
+		}
+	}
+	return nil
+}
+
+// SampleSet accumulates samples from values, as a backend recounts them
+// to check or restore a model. The zero value is empty.
+type SampleSet struct {
+	// hist[m][c] is measure m's histogram in class c, dense.
+	hist [][][]uint64
+}
+
+// Add adds (n = 1) or takes away (n = -1) the values of one message of
+// class c; vs must be valid. Taking away more than was added is the
+// caller's bug; counts wrap.
+func (s *SampleSet) Add(c int, vs []Value, n int) {
+	for _, v := range vs {
+		m := int(v.Measure)
+		for len(s.hist) <= m {
+			s.hist = append(s.hist, nil)
+		}
+		for len(s.hist[m]) <= c {
+			s.hist[m] = append(s.hist[m], nil)
+		}
+		if s.hist[m][c] == nil {
+			s.hist[m][c] = make([]uint64, MaxLevels)
+		}
+		s.hist[m][c][v.Level] += uint64(n)
+	}
+}
+
+// Of returns the sample accumulated of measure m in class c.
+func (s *SampleSet) Of(m, c int) Sample {
+	if m < len(s.hist) && c < len(s.hist[m]) && s.hist[m][c] != nil {
+		return SampleOfHistogram(s.hist[m][c])
+	}
+	return Sample{}
+}
+
+// Samples returns the samples accumulated, Samples[m][c] for every
+// measure and class added to.
+func (s *SampleSet) Samples() Samples {
+	out := make(Samples, len(s.hist))
+	for m, byClass := range s.hist {
+		out[m] = make([]Sample, len(byClass))
+		for c, h := range byClass {
+			out[m][c] = SampleOfHistogram(h)
+		}
+	}
+	return out
+}
+
+// SampleOfHistogram returns the sample of a dense histogram, h[l] values
+// at level l.
+func SampleOfHistogram(h []uint64) Sample {
+	var s Sample
+	for l, n := range h {
+		if n == 0 {
+			continue
+		}
+		s.N += n
+		s.Sum += n * uint64(l)
+		s.SumSq += n * uint64(l) * uint64(l)
+		s.Bins = append(s.Bins, Bin{Level: uint16(l), Count: n})
+	}
+	return s
+}
+
+// Empty reports whether s has no value.
+func (s Sample) Empty() bool { return s.N == 0 && s.Sum == 0 && s.SumSq == 0 && len(s.Bins) == 0 }
+
+// Equal reports whether s and o are the same sample.
+func (s Sample) Equal(o Sample) bool {
+	if s.N != o.N || s.Sum != o.Sum || s.SumSq != o.SumSq || len(s.Bins) != len(o.Bins) {
+		return false
+	}
+	for i := range s.Bins {
+		if s.Bins[i] != o.Bins[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Differences lists, in words, where two models' samples differ: those a
+// store holds and those its seen records add up to. Names name the
+// classes by index.
+func (s Samples) Differences(recounted Samples, names []string) []string {
+	var out []string
+	ms := max(len(s), len(recounted))
+	for m := range ms {
+		cs := 0
+		if m < len(s) {
+			cs = len(s[m])
+		}
+		if m < len(recounted) {
+			cs = max(cs, len(recounted[m]))
+		}
+		for c := range cs {
+			got, want := s.Of(m, c), recounted.Of(m, c)
+			if got.Equal(want) {
+				continue
+			}
+			name := fmt.Sprintf("class %d", c)
+			if c < len(names) {
+				name = fmt.Sprintf("class %q", names[c])
+			}
+			out = append(out, fmt.Sprintf("measure %d of %s: stored n=%d sum=%d sumsq=%d in %d levels, the seen records add up to n=%d sum=%d sumsq=%d in %d levels",
+				m, name, got.N, got.Sum, got.SumSq, len(got.Bins), want.N, want.Sum, want.SumSq, len(want.Bins)))
+		}
+	}
+	return out
 }

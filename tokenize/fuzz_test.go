@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,6 +50,18 @@ func FuzzTokenize(f *testing.F) {
 		for _, s := range res.Tokens {
 			if s == "" || !utf8.ValidString(s) {
 				t.Fatalf("bad token %q", s)
+			}
+		}
+		for i, v := range res.Measures {
+			m := measures[i]
+			if math.IsNaN(v) {
+				continue
+			}
+			if math.IsInf(v, 0) || m.Scale != "signed-log2" && v < 0 || m.Format == "share" && v > 1 {
+				t.Fatalf("measure %s = %v", m.Name, v)
+			}
+			if l := m.Level(v); l < 0 || l >= m.Levels {
+				t.Fatalf("measure %s = %v at level %d of %d", m.Name, v, l, m.Levels)
 			}
 		}
 	})

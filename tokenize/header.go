@@ -174,6 +174,9 @@ func (st *state) headerTokens(r *headerReader) {
 		switch string(st.lname) {
 		case "received":
 			hops++
+			if hops == 1 {
+				st.meas.received = value
+			}
 			if st.opts.Received && hops <= maxReceived {
 				st.received(value)
 			}
@@ -186,6 +189,9 @@ func (st *state) headerTokens(r *headerReader) {
 		case "message-id":
 			present |= hasMessageID
 		case "date":
+			if present&hasDate == 0 {
+				st.meas.date = value
+			}
 			present |= hasDate
 		case "from":
 			present |= hasFrom
@@ -194,6 +200,9 @@ func (st *state) headerTokens(r *headerReader) {
 			}
 		case "to":
 			present |= hasTo
+			st.countRecipients(value)
+		case "cc":
+			st.countRecipients(value)
 		case "subject":
 			present |= hasSubject
 			if wordCharset == "" {
@@ -223,6 +232,7 @@ func (st *state) headerTokens(r *headerReader) {
 	if isUTF8Label(st.hint) {
 		st.hint = ""
 	}
+	st.meas.hops = hops
 	st.add("meta:hops:" + bucket(hops))
 	for _, m := range [...]struct {
 		bit  int
@@ -384,6 +394,19 @@ func (st *state) addresses(prefix string, v []byte) {
 	}
 	if count != 1 {
 		st.add(prefix + "count:" + bucket(count))
+	}
+}
+
+// countRecipients adds the addresses of a To or Cc field to the
+// recipients measure.
+func (st *state) countRecipients(v []byte) {
+	st.meas.hasRecips = true
+	for len(v) > 0 && st.meas.recipients < maxRecipientCount {
+		var one []byte
+		one, v = cutAddress(v)
+		if bytes.IndexByte(one, '@') >= 0 {
+			st.meas.recipients++
+		}
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 // knows where script and style contents end; tags are read from its raw
 // bytes here, because its TagName and TagAttr copy every name and value.
 func (st *state) html(b []byte) {
+	start := len(st.text)
+	defer func() { st.meas.htmlText += len(st.text) - start }()
 	st.text = append(st.text, '\n')
 	z := html.NewTokenizer(bytes.NewReader(b))
 	skip := atom.Atom(0) // element whose raw content is being skipped
@@ -68,6 +70,9 @@ func isHTMLSpace(c byte) bool {
 // tag handles the start tag raw and returns the element's atom.
 func (st *state) tag(raw []byte) atom.Atom {
 	a, rest := st.tagName(raw)
+	if a == atom.Img {
+		st.meas.images++
+	}
 	if st.opts.HTML && !seen(&st.seenTags, a) {
 		if a != 0 {
 			st.add("html:tag:" + a.String())
@@ -200,6 +205,7 @@ func (st *state) link(v []byte) {
 			a = a[:q]
 		}
 		if at := bytes.LastIndexByte(a, '@'); at >= 0 {
+			st.meas.links++
 			st.host("email:", a[at+1:])
 		}
 	case hasPrefixFold(v, "http://"), hasPrefixFold(v, "https://"), hasPrefixFold(v, "ftp://"), hasPrefixFold(v, "www."):

@@ -474,6 +474,9 @@ func htmlTag(name []byte) bool {
 // attachment adds the tokens of an attachment: its media type and the
 // extension of its file name.
 func (st *state) attachment(mt, name string) {
+	if strings.HasPrefix(mt, "image/") {
+		st.meas.images++
+	}
 	st.add("attach:type:" + mt)
 	if name == "" {
 		return

@@ -34,6 +34,7 @@ type state struct {
 	subject    []byte // decoded Subject, also read by language detection
 
 	local []localEntry // the state's level of the token cache
+	meas  tally        // what the measures count
 
 	top    partHeader // MIME fields of the top-level header
 	hint   string     // charset for text parts that name none and are not UTF-8
@@ -76,6 +77,7 @@ func (st *state) reset(t *Tokenizer) {
 	st.seenTags = st.seenTags[:0]
 	st.seenAttrs = st.seenAttrs[:0]
 	st.nparts = 0
+	st.meas = tally{}
 	if st.local == nil {
 		st.local = make([]localEntry, localSize)
 	}

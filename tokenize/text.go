@@ -136,6 +136,7 @@ func (st *state) words(s []byte, m wordMode) {
 func (st *state) word(s []byte, i int, m wordMode) int {
 	w := st.wbuf[:0]
 	nonASCII, hasLetter, hasDigit := false, false, false
+	letters, upper, wide := 0, 0, 0 // for the measures
 	var last rune
 	j := i
 	if r, n := decodeRune(s[j:]); isCurrency(r) {
@@ -148,12 +149,14 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 		if c < utf8.RuneSelf && asciiClass[c] == clsWord {
 			if 'A' <= c && c <= 'Z' {
 				c += 'a' - 'A'
+				upper++
 			}
 			w = append(w, c)
 			if isDigit(c) {
 				hasDigit = true
 			} else {
 				hasLetter = true
+				letters++
 			}
 			last = rune(c)
 			j++
@@ -168,6 +171,11 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 				hasDigit = true
 			} else {
 				hasLetter = true
+				letters++
+				wide++
+				if unicode.IsUpper(r) {
+					upper++
+				}
 			}
 			last = r
 			j += n
@@ -198,6 +206,12 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 		break
 	}
 	st.wbuf = w
+	if !m.header {
+		st.meas.words++
+		st.meas.letters += letters
+		st.meas.upper += upper
+		st.meas.nonASCII += wide
+	}
 	st.finishWord(w, nonASCII, hasLetter, hasDigit, m)
 	return j
 }
@@ -280,6 +294,11 @@ func (st *state) cjk(s []byte, i int, m wordMode) int {
 		rs = append(rs, r)
 	}
 	st.runes = rs
+	if !m.header {
+		st.meas.words += (len(rs) + 1) / 2
+		st.meas.letters += len(rs)
+		st.meas.nonASCII += len(rs)
+	}
 	if len(rs) == 1 {
 		st.addBytes(m.prefix, w)
 		return j
@@ -466,6 +485,7 @@ const (
 // domain, or "url:ip" and the address for a numeric host, and a few words
 // of its path and query.
 func (st *state) url(u []byte) {
+	st.meas.links++
 	if i := bytes.Index(u, []byte("://")); i >= 0 {
 		u = u[i+3:]
 	}

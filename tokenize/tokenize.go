@@ -129,6 +129,10 @@ type Result struct {
 	// Problems lists non-fatal trouble met (unknown charset, bad base64,
 	// broken boundary...), for diagnostics.
 	Problems []string
+	// Measures holds the message's continuous features by their index
+	// (MeasureSize...; see Measures for what each is), NaN for one the
+	// message does not have.
+	Measures [NumMeasures]float64
 }
 
 // Tokenizer turns messages into tokens. It is safe for concurrent use by
@@ -191,11 +195,14 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 	defer t.pool.Put(st)
 	st.reset(t)
 
+	size := len(raw)
 	if len(raw) > t.opts.MaxBytes {
 		raw = raw[:t.opts.MaxBytes]
 		st.truncated = true
 	}
+	n := len(raw)
 	raw = skipFromLine(raw)
+	st.meas.bytes = size - (n - len(raw))
 
 	hdr := headerReader{b: raw}
 	if !hdr.valid() {
@@ -214,8 +221,10 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 		Lang:      st.lang,
 		Truncated: st.truncated,
 		Problems:  st.problems,
+		Measures:  st.meas.measure(len(st.text), st.opts.URLs),
 	}
 	st.tokens, st.problems = nil, nil
+	st.meas = tally{}
 	return res, nil
 }
 

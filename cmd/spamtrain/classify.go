@@ -33,8 +33,10 @@ type classification struct {
 	TowardSpam  []weight `json:"toward_spam,omitempty"`
 	TowardHam   []weight `json:"toward_ham,omitempty"`
 	TowardOther string   `json:"toward_other,omitempty"`
-	Problems    []string `json:"problems,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// Measures are the measures that weighed most, toward spam.
+	Measures []measure `json:"measures,omitempty"`
+	Problems []string  `json:"problems,omitempty"`
+	Error    string    `json:"error,omitempty"`
 }
 
 // otherThanHam returns the rival class the features toward which a
@@ -53,6 +55,23 @@ type weight struct {
 	Token  string  `json:"token"`
 	Count  float64 `json:"count"`
 	Weight float64 `json:"weight"`
+}
+
+// measure is one measure's share of the score.
+type measure struct {
+	Name     string  `json:"name"`
+	Value    string  `json:"value"`
+	LogRatio float64 `json:"log_ratio"`
+	Weight   float64 `json:"weight"`
+	text     string  // as the text output writes it
+}
+
+func measures(ms []nb.MeasureContribution) []measure {
+	var out []measure
+	for _, m := range ms {
+		out = append(out, measure{Name: m.Name, Value: m.Text, LogRatio: m.LogRatio, Weight: m.Weight, text: m.String()})
+	}
+	return out
 }
 
 func weights(cs []nb.Contribution) []weight {
@@ -194,6 +213,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 					c.TowardHam, c.TowardOther = weights(cs), otherThanHam(class)
 				}
 			}
+			c.Measures = measures(v.Measures)
 		}
 		return pr.print(c)
 	})
@@ -237,5 +257,12 @@ func writeText(w io.Writer, c classification) {
 			parts[i] = fmt.Sprintf("%s(%+.2f)", x.Token, x.Weight)
 		}
 		fmt.Fprintf(w, "\ttoward %s, in nats of log-odds: %s\n", side.name, strings.Join(parts, " "))
+	}
+	if len(c.Measures) > 0 {
+		parts := make([]string, len(c.Measures))
+		for i, m := range c.Measures {
+			parts[i] = m.text
+		}
+		fmt.Fprintf(w, "\tmeasures: %s\n", strings.Join(parts, " "))
 	}
 }

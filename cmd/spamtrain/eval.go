@@ -19,6 +19,7 @@ import (
 
 	"github.com/spamd/spamd/eval"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -53,6 +54,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of tables")
 	records := fs.String("records", "", "write one TSV line per tested message to this file")
 	plots := fs.String("plots", "", "write ROC, score-histogram and learning-curve plots (SVG and PNG) here")
+	measures := fs.Bool("measures", false, "report what each measure (continuous feature) tells on its own, trained on the train side and tested on the rest; with --plots, its class densities and the likelihood against the kernel width")
 	attack := fs.String("attack", "", "split: add words to every spam tested: goodwords:N (the model's most hammy) or hamwords:N (common ham words at random)")
 	fs.StringVar(&o.Attack.Out, "attack-out", "", "with --attack and --index: write the attacked corpus and its index here")
 	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
@@ -113,7 +115,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
+		return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots, *measures)
 	}
 	// Several corpora: one table each, under its index's path, or one JSON
 	// document holding each corpus's under its path.
@@ -127,12 +129,12 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	for i, index := range indexes {
 		corpus := corpora[i]
 		if len(indexes) == 1 {
-			return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots)
+			return evalCorpus(ctx, e, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, *records, *plots, *measures)
 		}
 		var buf bytes.Buffer
 		sub := *e
 		sub.stdout = &buf
-		if err := evalCorpus(ctx, &sub, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, "", ""); err != nil {
+		if err := evalCorpus(ctx, &sub, corpus, cfg, axes, o, *by, *curve, *draws, *asJSON, "", "", *measures); err != nil {
 			return fmt.Errorf("%s: %w", index, err)
 		}
 		if *asJSON {
@@ -153,7 +155,10 @@ func runEval(ctx context.Context, e *env, args []string) error {
 
 // evalCorpus runs one corpus's evaluation, or its sweep, and prints it.
 func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, axes []eval.Axis, o eval.Options,
-	by, curve string, draws int, asJSON bool, records, plots string) error {
+	by, curve string, draws int, asJSON bool, records, plots string, measures bool) error {
+	if measures {
+		return evalMeasures(ctx, e, corpus, cfg, o, asJSON, plots)
+	}
 	if len(axes) > 0 {
 		bar := newProgress(e, -1, "sweep")
 		rows, err := eval.Sweep(ctx, corpus, cfg, axes, o, by, func(done, total int) {
@@ -175,7 +180,7 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 	if err != nil {
 		return err
 	}
-	var pts []eval.CurvePoint
+	var pts, without []eval.CurvePoint
 	if curve != "" {
 		sizes, err := curveSizes(curve, int(math.Round(float64(len(corpus.Messages))*o.Split)))
 		if err != nil {
@@ -183,6 +188,14 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 		}
 		if pts, err = eval.LearningCurve(ctx, corpus, cfg, o, sizes, draws); err != nil {
 			return err
+		}
+		// With measures on, the curve without them too, to compare.
+		if cfg.NB.Density != nb.DensityOff {
+			off := cfg
+			off.NB.Density = nb.DensityOff
+			if without, err = eval.LearningCurve(ctx, corpus, off, o, sizes, draws); err != nil {
+				return err
+			}
 		}
 	}
 	if records != "" {
@@ -210,20 +223,80 @@ func evalCorpus(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Con
 				return err
 			}
 		}
+		if without != nil {
+			curves := []eval.Curve{{Name: "measures off", Points: without}, {Name: "measures " + cfg.NB.Density.String(), Points: pts}}
+			if err := eval.PlotCurves(plots, "learning-measures", "spamd", curves); err != nil {
+				return err
+			}
+		}
 	}
 	if asJSON {
 		type doc struct {
 			*eval.Report
-			Curve []eval.CurvePoint `json:"learning_curve,omitempty"`
+			Curve   []eval.CurvePoint `json:"learning_curve,omitempty"`
+			Without []eval.CurvePoint `json:"learning_curve_without_measures,omitempty"`
 		}
-		return writeJSON(e.stdout, doc{r, pts})
+		return writeJSON(e.stdout, doc{r, pts, without})
 	}
 	printReport(e.stdout, r)
 	if pts != nil {
-		printCurve(e.stdout, pts)
+		printCurve(e.stdout, "learning curve", pts)
+	}
+	if without != nil {
+		printCurve(e.stdout, "learning curve without measures", without)
 	}
 	if plots != "" {
-		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{roc,scores,reliability,learning}.{svg,png}"))
+		names := "{roc,scores,reliability,learning}"
+		if without != nil {
+			names = "{roc,scores,reliability,learning,learning-measures}"
+		}
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, names+".{svg,png}"))
+	}
+	return nil
+}
+
+// evalMeasures reports what each measure tells on its own, and with
+// plots draws their densities and likelihood curves.
+func evalMeasures(ctx context.Context, e *env, corpus *eval.Corpus, cfg filter.Config, o eval.Options, asJSON bool, plots string) error {
+	rs, err := eval.Measures(ctx, corpus, cfg, o)
+	if err != nil {
+		return err
+	}
+	if plots != "" {
+		n := len(corpus.Messages)
+		switch cut := int(math.Round(float64(n) * o.Split)); o.Part {
+		case "train":
+			n = cut
+		case "test":
+			n -= cut
+		}
+		title := fmt.Sprintf("%d messages", n)
+		if o.Part != "all" {
+			title += " (" + o.Part + " side)"
+		}
+		if err := eval.PlotDensities(plots, title, rs); err != nil {
+			return err
+		}
+		if err := eval.PlotBandwidths(plots, title, rs); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, rs)
+	}
+	side := "the corpus"
+	if o.Part != "all" {
+		side = "its " + o.Part + " side"
+	}
+	fmt.Fprintf(e.stdout, "measures of %s, trained on the first %.0f%% and tested on the rest, each alone:\n\n", side, 100*o.Split)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measure\tcoverage\th (levels)\t(1-AUC)% Gaussian\t(1-AUC)% Parzen\tLL/value Gaussian\tLL/value Parzen\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f\t%.2f\t%.2f\t%.3f\t%.3f\t\n", r.Name, 100*r.Coverage, r.H, r.Gaussian, r.Parzen, r.GaussianLL, r.ParzenLL)
+	}
+	tw.Flush()
+	if plots != "" {
+		fmt.Fprintf(e.stdout, "plots: %s\n", filepath.Join(plots, "{densities,bandwidths}.{svg,png}"))
 	}
 	return nil
 }
@@ -351,8 +424,8 @@ func printClasses(w io.Writer, cm *eval.ClassMetrics) {
 	fmt.Fprintf(w, "accuracy %.4f, macro F1 %.4f\n", cm.Accuracy, cm.MacroF1)
 }
 
-func printCurve(w io.Writer, pts []eval.CurvePoint) {
-	fmt.Fprintln(w, "\nlearning curve:")
+func printCurve(w io.Writer, title string, pts []eval.CurvePoint) {
+	fmt.Fprintf(w, "\n%s:\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\ttrain error\ttest error\t± sd\ttest (1-AUC)%\t")
 	for _, p := range pts {

@@ -377,3 +377,49 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestClassifyMeasures trains the sample and classifies it with measures
+// on: -v lists the measures that weighed most, each with its value and
+// weight, and --json gives them with their log ratios.
+func TestClassifyMeasures(t *testing.T) {
+	db := t.TempDir()
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	sets := []string{"--set", "measures=parzen"}
+	for _, fam := range []string{"size", "links", "html", "text", "route", "time"} {
+		sets = append(sets, "--set", "weight_"+fam+"=1")
+	}
+	args := append([]string{"classify", "--db", db, "-v", "--top", "3"}, sets...)
+	code, out, errOut := spamtrain(t, "", append(args, spam)...)
+	if code != 0 {
+		t.Fatalf("classify -v: exit %d: %s", code, errOut)
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		m, ok := strings.CutPrefix(l, "\tmeasures: ")
+		if !ok {
+			continue
+		}
+		n++
+		if f := strings.Fields(m); len(f) != 6 || !strings.Contains(f[0], "=") || !strings.HasPrefix(f[1], "(") {
+			t.Errorf("measures line %q: want three NAME=VALUE (WEIGHT)", l)
+		}
+	}
+	if n != 20 {
+		t.Errorf("%d measures lines for 20 messages:\n%s", n, out)
+	}
+	args = append([]string{"classify", "--db", db, "-v", "--json"}, sets...)
+	code, out, errOut = spamtrain(t, "", append(args, filepath.Join(spam, "00027.d1d0f97e096fe08fc80a4939355759e7"))...)
+	if code != 0 {
+		t.Fatalf("classify --json: exit %d: %s", code, errOut)
+	}
+	var c classification
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Measures) == 0 || c.Measures[0].Name == "" || c.Measures[0].Value == "" || c.Measures[0].LogRatio == 0 {
+		t.Errorf("measures in JSON: %+v", c.Measures)
+	}
+}

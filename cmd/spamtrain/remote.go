@@ -31,6 +31,7 @@ import (
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/internal/parallel"
+	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -379,6 +380,11 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 					cl.TowardHam, cl.TowardOther = remoteWeights(ws), otherThanHam(class)
 				}
 			}
+			var ms []nb.MeasureContribution
+			for _, m := range v.Measures {
+				ms = append(ms, nb.MeasureContribution{Name: m.Name, Text: m.Value, LogRatio: m.LogRatio, Weight: m.Weight})
+			}
+			cl.Measures = measures(ms)
 		}
 		return pr.print(cl)
 	})

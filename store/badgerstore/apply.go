@@ -233,6 +233,8 @@ type batch struct {
 	cells  []uint64
 	seen   map[store.Digest]seenRec // class -1 for none
 	tot    *totals                  // nil until the first op that changes something
+	// samp holds the samples the ops touched, dense.
+	samp map[sampleKey]*dense
 
 	// What changed since the last commit, with the values it had before.
 	dirtyRows []int32
@@ -241,6 +243,8 @@ type batch struct {
 	seenBase  map[store.Digest]seenRec
 	totDirty  bool
 	totBase   totals
+	sampDirty []sampleKey
+	sampBase  map[sampleKey]dense
 
 	// The transaction Badger is writing, if any, and the number of ops
 	// committed before it.
@@ -251,7 +255,7 @@ type batch struct {
 	maxCount, maxSize int64
 	count, size       int64
 	// Upper bounds of the sizes of entries as budget counts them.
-	rowCost, seenCost, totCost int64
+	rowCost, seenCost, totCost, sampleCost int64
 
 	// The op in progress: its rows, bag counts and whether each is of
 	// the bag's head, and the rows' values before it (width each).
@@ -286,11 +290,84 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 		rows:     make(map[bow.Hash]int32),
 		seen:     make(map[store.Digest]seenRec),
 		seenBase: make(map[store.Digest]seenRec),
+		samp:     make(map[sampleKey]*dense),
+		sampBase: make(map[sampleKey]dense),
 		maxCount: s.db.MaxBatchCount() * s.txnShare / 100,
 		maxSize:  s.db.MaxBatchSize() * s.txnShare / 100,
 		rowCost:  2 + u + 8 + 2*k*uv + overhead,
-		seenCost: 2 + u + int64(len(store.Digest{})) + (1+2*k)*uv + overhead,
+		seenCost: 2 + u + int64(len(store.Digest{})) + (2+2*k)*uv + overhead,
 		totCost:  2 + u + (2+2*k)*uv + overhead,
+		// A sample's key and moments; its levels are counted as they
+		// are.
+		sampleCost: 2 + u + 1 + uv + 3*uv + overhead,
+	}
+}
+
+// dense is a sample in the overlay: its moments and a count per level.
+type dense struct {
+	n, sum, sq uint64
+	hist       []uint64 // store.MaxLevels long
+	levels     int      // levels with a count
+}
+
+func newDense(s store.Sample) *dense {
+	d := &dense{n: s.N, sum: s.Sum, sq: s.SumSq, hist: make([]uint64, store.MaxLevels), levels: len(s.Bins)}
+	for _, b := range s.Bins {
+		d.hist[b.Level] = b.Count
+	}
+	return d
+}
+
+// add adds one value at level l, or takes one away (n = -1), which it
+// does only where there is one: the seen record says what training added,
+// so there always is, but for damage, which Check reports.
+func (d *dense) add(l uint16, n int) {
+	x := uint64(l)
+	if n < 0 {
+		if d.hist[l] == 0 {
+			return
+		}
+		d.hist[l]--
+		d.n, d.sum, d.sq = d.n-1, d.sum-x, d.sq-x*x
+		if d.hist[l] == 0 {
+			d.levels--
+		}
+		return
+	}
+	if d.hist[l] == 0 {
+		d.levels++
+	}
+	d.hist[l]++
+	d.n, d.sum, d.sq = d.n+1, d.sum+x, d.sq+x*x
+}
+
+// sample returns d as a store.Sample.
+func (d *dense) sample() store.Sample {
+	s := store.Sample{N: d.n, Sum: d.sum, SumSq: d.sq, Bins: make([]store.Bin, 0, d.levels)}
+	for l, c := range d.hist {
+		if c != 0 {
+			s.Bins = append(s.Bins, store.Bin{Level: uint16(l), Count: c})
+		}
+	}
+	return s
+}
+
+// seenSize is what op's seen record takes in the budget, at most.
+func (b *batch) seenSize(op *store.Op) int64 {
+	return b.seenCost + int64(len(op.Values))*2*binary.MaxVarintLen64
+}
+
+// levelCost is what one more level takes in a sample's value, at most.
+const levelCost = 3 + binary.MaxVarintLen64
+
+// sampleKeys calls f with the key of each sample the values of a message
+// of class c touch.
+func sampleKeys(c int, vs []store.Value, f func(sampleKey)) {
+	if c < 0 {
+		return
+	}
+	for _, v := range vs {
+		f(sampleKey{measure: v.Measure, class: c})
 	}
 }
 
@@ -349,17 +426,20 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		return res, nil
 	}
 	res.Changed = true
-	if err := b.begin(op); err != nil {
+	if err := b.begin(op, prev); err != nil {
 		return store.Result{}, err
 	}
-	if !b.fits(op.Digest) {
+	if !b.fits(op, prev) {
 		return store.Result{}, errFull
 	}
 
 	// From here on, nothing fails.
 	if next.class >= 0 {
 		next.steps = b.stepsOf(op.Steps)
+		next.values = slices.Clone(op.Values)
 	}
+	b.changeSamples(prev.class, prev.values, -1)
+	b.changeSamples(next.class, next.values, 1)
 	t := b.tot
 	if !b.totDirty {
 		b.totDirty = true
@@ -372,7 +452,7 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 	if _, ok := b.seenBase[op.Digest]; !ok {
 		b.seenBase[op.Digest] = prev
 		b.count++
-		b.size += b.seenCost
+		b.size += b.seenSize(op)
 	}
 	b.seen[op.Digest] = next
 	if c := prev.class; c >= 0 {
@@ -421,6 +501,26 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 	return res, nil
 }
 
+// changeSamples adds (n = 1) or takes away (n = -1) the values of a
+// message of class c, marking the samples changed dirty.
+func (b *batch) changeSamples(c int, vs []store.Value, n int) {
+	sampleKeys(c, vs, func(k sampleKey) {
+		d := b.samp[k]
+		if _, ok := b.sampBase[k]; !ok {
+			b.sampBase[k] = dense{n: d.n, sum: d.sum, sq: d.sq, hist: slices.Clone(d.hist), levels: d.levels}
+			b.sampDirty = append(b.sampDirty, k)
+			b.count++
+			b.size += b.sampleCost + int64(d.levels)*levelCost
+		}
+		if n > 0 {
+			b.size += levelCost
+		}
+	})
+	for _, v := range vs {
+		b.samp[sampleKey{measure: v.Measure, class: c}].add(v.Level, n)
+	}
+}
+
 // stepsOf returns steps as a seen record keeps them: by class index,
 // trailing zero pairs dropped, the last step given for a class winning.
 func (b *batch) stepsOf(steps []store.Step) []int64 {
@@ -458,10 +558,11 @@ func addSteps(row []uint64, steps []int64, head bool, n int64) {
 	}
 }
 
-// fits reports whether the keys the op in progress, on digest d, may make
-// dirty fit in the budget next to those already dirty. Anything fits into
-// an empty transaction: whether an op alone is too big, Badger decides.
-func (b *batch) fits(d store.Digest) bool {
+// fits reports whether the keys the op in progress, on a message trained
+// as prev, may make dirty fit in the budget next to those already dirty.
+// Anything fits into an empty transaction: whether an op alone is too
+// big, Badger decides.
+func (b *batch) fits(op *store.Op, prev seenRec) bool {
 	if !b.dirty() {
 		return true
 	}
@@ -469,8 +570,18 @@ func (b *batch) fits(d store.Digest) bool {
 	if !b.totDirty {
 		count, size = count+1, size+b.totCost
 	}
-	if _, ok := b.seenBase[d]; !ok {
-		count, size = count+1, size+b.seenCost
+	if _, ok := b.seenBase[op.Digest]; !ok {
+		count, size = count+1, size+b.seenSize(op)
+	}
+	samples := func(k sampleKey) {
+		if _, ok := b.sampBase[k]; !ok {
+			count, size = count+1, size+b.sampleCost+int64(b.samp[k].levels)*levelCost
+		}
+		size += levelCost
+	}
+	sampleKeys(prev.class, prev.values, samples)
+	if op.Class != "" {
+		sampleKeys(b.classes.index[op.Class], op.Values, samples)
 	}
 	for _, r := range b.opRows {
 		if !b.rowDirty[r] {
@@ -496,12 +607,21 @@ func (b *batch) record(d store.Digest) (seenRec, error) {
 	return r, nil
 }
 
-// begin loads what op will change into the overlay, reading the totals
-// and the tokens not in it yet from the cache or Badger, and notes the
-// rows' values before the op.
-func (b *batch) begin(op *store.Op) error {
+// begin loads what op, on a message trained as prev, will change into the
+// overlay, reading the totals and the tokens and samples not in it yet
+// from the cache or Badger, and notes the rows' values before the op.
+func (b *batch) begin(op *store.Op, prev seenRec) error {
 	if err := b.loadTotals(); err != nil {
 		return err
+	}
+	load := func(k sampleKey) {
+		if b.samp[k] == nil {
+			b.samp[k] = newDense(b.tot.samples.Of(int(k.measure), k.class))
+		}
+	}
+	sampleKeys(prev.class, prev.values, load)
+	if op.Class != "" {
+		sampleKeys(b.classes.index[op.Class], op.Values, load)
 	}
 	b.opRows, b.opN, b.opHead, b.opOld = b.opRows[:0], b.opN[:0], b.opHead[:0], b.opOld[:0]
 	b.missing, b.missN, b.missHead = b.missing[:0], b.missN[:0], b.missHead[:0]
@@ -611,6 +731,7 @@ func (b *batch) loadTotals() error {
 		messages:   make([]uint64, b.nclasses),
 		tokens:     make([]uint64, b.nclasses),
 		vocabulary: t.vocabulary,
+		samples:    t.samples,
 	}
 	copy(b.tot.messages, t.messages)
 	copy(b.tot.tokens, t.tokens)
@@ -707,6 +828,31 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			return nil, err
 		}
 	}
+	// The samples changed, as the totals the cache gets will hold them.
+	samples := b.tot.samples
+	for _, k := range b.sampDirty {
+		d := b.samp[k]
+		if base := b.sampBase[k]; d.n == base.n && slices.Equal(d.hist, base.hist) {
+			continue
+		}
+		smp := d.sample()
+		samples = withSample(samples, k, smp)
+		start := len(buf)
+		buf = appendSampleKey(buf, b.user, k)
+		key := since(start)
+		if d.n == 0 {
+			if err := txn.Delete(key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// A sample's value may grow past the size reserved for it;
+		// appending to buf then would move what txn refers to.
+		v := appendSample(nil, smp)
+		if err := set(key, v); err != nil {
+			return nil, err
+		}
+	}
 
 	// What the cache and the presence filter are to learn once the
 	// transaction is written, copied, since the overlay moves on.
@@ -734,8 +880,10 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			messages:   slices.Clone(b.tot.messages),
 			tokens:     slices.Clone(b.tot.tokens),
 			vocabulary: b.tot.vocabulary,
+			samples:    samples,
 		}
 	}
+	b.tot.samples = samples
 	return f, nil
 }
 
@@ -817,6 +965,9 @@ func (b *batch) rollback() {
 		copy(b.tot.tokens, b.totBase.tokens)
 		b.tot.vocabulary = b.totBase.vocabulary
 	}
+	for k, base := range b.sampBase {
+		*b.samp[k] = base
+	}
 	b.clean()
 }
 
@@ -828,6 +979,8 @@ func (b *batch) clean() {
 	b.dirtyRows, b.rowBase = b.dirtyRows[:0], b.rowBase[:0]
 	clear(b.seenBase)
 	b.totDirty = false
+	clear(b.sampBase)
+	b.sampDirty = b.sampDirty[:0]
 	b.count, b.size = 0, 0
 }
 

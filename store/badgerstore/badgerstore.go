@@ -10,31 +10,42 @@
 //	"m"                          schema version and class list (JSON)
 //	"u" user 0x00                totals: per-class messages and tokens, vocabulary
 //	"r" user 0x00 hash           one token's row; hash is 8 bytes big-endian
-//	"s" user 0x00 digest         seen record of a trained message
+//	"S" user 0x00 digest         seen record of a trained message
+//	"h" user 0x00 measure class  a measure's sample in a class; class a uvarint
 //
 // Totals are uvarints. A token's row is laid out as store.Counts, a pair
 // per class index: the count as a uvarint, the weight as a zigzag varint,
 // trailing zeros dropped, so a token of a two-class model takes a few
 // bytes. A row whose counts and weights all reach zero is deleted; the
 // vocabulary counts the rows with a count, not those a weight alone
-// keeps. A seen record is the class index as a uvarint, then the steps
-// the message's training added, a head and a body step per class index as
-// zigzag varints, trailing zero pairs dropped: untraining subtracts
-// exactly those. Weights are added and subtracted in wrapping 64-bit
-// arithmetic, which makes taking back exact whatever came between.
+// keeps. A seen record is the class index and the number of steps as
+// uvarints, the steps the message's training added, a head and a body step
+// per class index as zigzag varints, trailing zero pairs dropped, and the
+// measure and level of each of the message's values as uvarints:
+// untraining subtracts exactly those. Weights are added and subtracted in
+// wrapping 64-bit arithmetic, which makes taking back exact whatever came
+// between. A sample is its count, sum and sum of squares and, per level
+// with values, the distance from the level before and the count, as
+// uvarints; it is rewritten whole by each transaction that changes it, a
+// few hundred bytes for a class of thousands of messages, and deleted
+// once empty. The samples are read with the totals and cached with them.
 // Classes are registered store-wide, on first use, and never renumbered.
 //
-// # Schema 1
+// # Older schemas
 //
 // Schema 1 had no weights and no steps: token counts under kind "t", one
-// uvarint per class, and seen records of the class index alone. Open
-// converts such a store in place; see convert for how a crash during the
-// conversion is survived. In short: rows of schema 2 live under a kind of
-// their own, each transaction moves a run of keys to it and deletes the
-// old ones, and the meta record says schema 2 only once none is left, so
-// an Open that finds schema 1 resumes where the last one stopped. Seen
-// records of schema 1 read as records without steps and stay as they are.
-// A build that reads schema 1 only refuses a converted store.
+// uvarint per class, and seen records of the class index alone. Schema 2
+// had no measures: seen records under kind "s", the class index and the
+// steps, and no samples. Open converts such a store in place, one schema
+// after the other; see convert for how a crash during a conversion is
+// survived. In short: the keys whose values change encoding live under a
+// kind of their own in the next schema, each transaction moves a run of
+// keys to it and deletes the old ones, and the meta record says the next
+// schema only once none is left, so an Open that finds the old schema
+// resumes where the last one stopped. Records of schema 1 and 2 become
+// records without values, and the samples start empty: the measures learn
+// from the messages trained after. A build that reads an older schema
+// only refuses a converted store.
 //
 // # Atomicity and durability
 //
@@ -550,11 +561,11 @@ func (s *Store) loadMeta(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("read meta record: %w", err)
 	}
-	if m.Schema == 1 {
+	for m.Schema >= 1 && m.Schema < schemaVersion {
 		if err := s.convert(ctx, m, o); err != nil {
-			return fmt.Errorf("convert from schema 1: %w", err)
+			return fmt.Errorf("convert from schema %d: %w", m.Schema, err)
 		}
-		m.Schema = schemaVersion
+		m.Schema++
 	}
 	if m.Schema != schemaVersion {
 		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
@@ -613,23 +624,73 @@ func (s *Store) Totals(ctx context.Context, user string) (_ store.Totals, err er
 	}
 	copy(out.Messages, t.messages)
 	copy(out.Tokens, t.tokens)
+	out.Samples = t.samples
 	return out, nil
 }
 
+// readTotals reads user's totals and samples.
 func readTotals(txn *badger.Txn, user string) (*totals, error) {
-	item, err := txn.Get(totalsKey(user))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return &totals{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var t totals
-	err = item.Value(func(v []byte) error {
-		t, err = decodeTotals(v)
-		return err
-	})
+	item, err := txn.Get(totalsKey(user))
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		err = item.Value(func(v []byte) error {
+			t, err = decodeTotals(v)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	t.samples, err = readSamples(txn, user)
 	return &t, err
+}
+
+// readSamples reads user's samples.
+func readSamples(txn *badger.Txn, user string) (store.Samples, error) {
+	var out store.Samples
+	var ferr error
+	err := scan(context.Background(), txn, userPrefix(kindSample, user), func(key, v []byte) bool {
+		k, ok := parseSampleKey(key, user)
+		if !ok {
+			ferr = fmt.Errorf("%w: malformed sample key %x", store.ErrInconsistent, key)
+			return false
+		}
+		smp, err := decodeSample(v)
+		if err != nil {
+			ferr = fmt.Errorf("sample key %x: %w", key, err)
+			return false
+		}
+		out = withSample(out, k, smp)
+		return true
+	})
+	if err == nil {
+		err = ferr
+	}
+	return out, err
+}
+
+// withSample returns samples with the sample of k set to smp, sharing
+// what it does not change with samples, which it leaves as it was.
+func withSample(samples store.Samples, k sampleKey, smp store.Sample) store.Samples {
+	m := int(k.measure)
+	out := samples
+	if m >= len(out) {
+		out = make(store.Samples, m+1)
+		copy(out, samples)
+	} else {
+		out = slices.Clone(samples)
+	}
+	byClass := slices.Clone(out[m])
+	for len(byClass) <= k.class {
+		byClass = append(byClass, store.Sample{})
+	}
+	byClass[k.class] = smp
+	out[m] = byClass
+	return out
 }
 
 // Lookup returns the row of each hash for user: its count and weight

@@ -127,6 +127,8 @@ func corrupt(t *testing.T, s *Store, key, value []byte) {
 
 func TestCheck(t *testing.T) {
 	user := "alice"
+	steps4 := []int64{4, 1, -4, -1}
+	sampleKeyOf := func(m uint8, c int) []byte { return appendSampleKey(nil, user, sampleKey{measure: m, class: c}) }
 	tokenKey := appendTokenKey(nil, user, 1)
 	seenKey := appendSeenKey(nil, user, storetest.D("m1"))
 	v1Key := binary.BigEndian.AppendUint64(userPrefix(kindTokenV1, user), 1)
@@ -153,11 +155,23 @@ func TestCheck(t *testing.T) {
 		{"token left in schema 1", v1Key, []byte{1}, "of schema 1"},
 		{"seen record lost", seenKey, nil, `class "spam": totals say 2 messages, 1 seen records`},
 		{"seen record moved", seenKey, appendSeen(nil, seenRec{class: 1}), `class "ham": totals say 1 messages, 2 seen records`},
-		{"seen record without steps", seenKey, appendSeen(nil, seenRec{class: 0}), ""},
+		{"seen record without steps", seenKey, appendSeen(nil, seenRec{class: 0, values: []store.Value{{Measure: 0, Level: 100}, {Measure: 3, Level: 7}}}), ""},
 		{"seen record of unknown class", seenKey, appendSeen(nil, seenRec{class: 7}), "unknown class 7"},
 		{"seen record with steps of unknown classes", seenKey, appendSeen(nil, seenRec{class: 0, steps: []int64{1, 1, 1, 1, 1, 1}}), "steps of unknown classes"},
 		{"seen record with a step undecodable", seenKey, append(appendSeen(nil, seenRec{class: 0}), 2, 0x80), "undecodable"},
-		{"seen record with a head step alone", seenKey, append(appendSeen(nil, seenRec{class: 0}), 2), "head step without its body step"},
+		{"seen record with a head step alone", seenKey, []byte{0, 1, 2}, "undecodable"},
+		{"seen record's value changed", seenKey, appendSeen(nil, seenRec{class: 0, steps: steps4, values: []store.Value{{Measure: 0, Level: 101}, {Measure: 3, Level: 7}}}), `measure 0 of class "spam": stored n=2 sum=300`},
+		{"seen record's value lost", seenKey, appendSeen(nil, seenRec{class: 0, steps: steps4, values: []store.Value{{Measure: 0, Level: 100}}}), `measure 3 of class "spam": stored n=1`},
+		{"seen record left in schema 2", appendSeenKeyV2(nil, user, storetest.D("m9")), appendSeenV2(nil, seenRec{class: 0}), "of schema 2"},
+		{"sample count changed", sampleKeyOf(0, 0), appendSample(nil, storetest.SampleOf(100, 200, 200)), `measure 0 of class "spam": stored n=3`},
+		{"sample level moved", sampleKeyOf(0, 0), appendSample(nil, storetest.SampleOf(100, 201)), `measure 0 of class "spam": stored n=2 sum=301`},
+		{"sample lost", sampleKeyOf(3, 0), nil, `measure 3 of class "spam": stored n=0`},
+		{"sample added", sampleKeyOf(5, 1), appendSample(nil, storetest.SampleOf(9)), `measure 5 of class "ham": stored n=1`},
+		{"sample of unknown class", sampleKeyOf(0, 7), appendSample(nil, storetest.SampleOf(9)), "unknown class 7"},
+		{"sample empty", sampleKeyOf(5, 1), appendSample(nil, store.Sample{}), "empty, not deleted"},
+		{"sample undecodable", sampleKeyOf(0, 0), []byte{0x80}, "undecodable"},
+		{"sample moments off its levels", sampleKeyOf(0, 0), []byte{2, 45, 1, 100, 1, 100, 1}, "sum of squares"},
+		{"malformed sample key", append(userPrefix(kindSample, user), 1), appendSample(nil, storetest.SampleOf(9)), "malformed sample key"},
 		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendRow(nil, []uint64{1}), "malformed token key"},
 	}
 	for _, tt := range tests {
@@ -165,9 +179,13 @@ func TestCheck(t *testing.T) {
 			s := open(t, "", Options{InMemory: true})
 			defer s.Close()
 			steps := []store.Step{{Class: "spam", Head: 4, Body: 1}, {Class: "ham", Head: -4, Body: -1}}
+			m1 := storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1}, steps...)
+			m1.Values = []store.Value{{Measure: 0, Level: 100}, {Measure: 3, Level: 7}}
+			m2 := storetest.TrainSteps("m2", "spam", nil, map[bow.Hash]uint32{1: 1, 3: 2}, steps...)
+			m2.Values = []store.Value{{Measure: 0, Level: 200}}
 			train(t, s, user,
-				storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1}, steps...),
-				storetest.TrainSteps("m2", "spam", nil, map[bow.Hash]uint32{1: 1, 3: 2}, steps...),
+				m1,
+				m2,
 				storetest.Train("m3", "ham", map[bow.Hash]uint32{3: 1}),
 				storetest.Train("m4", "ham", map[bow.Hash]uint32{9: 1}),
 				storetest.Forget("m4", map[bow.Hash]uint32{9: 1}),
@@ -341,7 +359,7 @@ func TestOpenRejects(t *testing.T) {
 		value []byte
 	}{
 		{"foreign database", []byte("some key"), []byte("some value")},
-		{"newer schema", metaKey, []byte(`{"schema":3,"classes":[]}`)},
+		{"newer schema", metaKey, []byte(`{"schema":4,"classes":[]}`)},
 		{"bad meta", metaKey, []byte(`{"schema":1,"classes":["Spam"]}`)},
 		{"meta not JSON", metaKey, []byte{1, 2, 3}},
 	}

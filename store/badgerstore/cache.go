@@ -36,17 +36,19 @@ type cache struct {
 	next uint32
 }
 
-// totalsEntryBytes is the rough cost in bytes of a user's cached totals,
-// map overhead included, for a two-class model.
-const totalsEntryBytes = 192
+// totalsEntryBytes is the rough cost in bytes of a user's cached totals
+// beyond what totals.bytes counts: the map's.
+const totalsEntryBytes = 64
 
 func newCache(bytes int64) *cache {
 	bytes = max(bytes, 0)
-	// Totals are one entry per active user; a sixteenth of the budget is
-	// thousands of users, the rest goes to tokens.
+	// Totals are one entry per active user, a couple of hundred bytes and
+	// the samples, a few kilobytes for a user who trained hundreds of
+	// messages: a sixteenth of the budget is thousands of users, the rest
+	// goes to tokens.
 	return &cache{
 		tokens: tokencache.New(bytes / 16 * 15),
-		totals: tokencache.NewBounded[string, *totals](int(bytes / 16 / totalsEntryBytes)),
+		totals: tokencache.NewSized[string](int(bytes/16), func(t *totals) int { return totalsEntryBytes + t.bytes() }),
 		ids:    make(map[string]uint32),
 	}
 }

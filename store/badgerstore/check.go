@@ -16,10 +16,11 @@ const maxProblems = 20
 // Check recounts user's seen records and token rows in one snapshot and
 // compares the result with the stored totals: per class, messages with the
 // seen records and tokens with the sum of the token counts, and the
-// vocabulary with the number of tokens that have a count. Weights have no
-// totals to agree with; Check only makes sure they decode, as the steps of
-// seen records must. It reads all of the user's keys, without the cache,
-// while Apply and readers go on.
+// vocabulary with the number of tokens that have a count; and the samples
+// with those of the values the seen records hold. Weights have no totals
+// to agree with; Check only makes sure they decode, as the steps of seen
+// records must. It reads all of the user's keys, without the cache, while
+// Apply and readers go on.
 func (s *Store) Check(ctx context.Context, user string) (err error) {
 	defer s.recoverFault(&err, "check")
 	if err := store.ValidUser(user); err != nil {
@@ -49,6 +50,7 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 	var vocabulary uint64
 
 	var steps []int64
+	var recount store.SampleSet
 	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+len(store.Digest{}) {
 			r.addf("malformed seen key %x", key)
@@ -64,6 +66,7 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 			r.addf("seen record %x: steps of unknown classes", key)
 		default:
 			messages[rec.class]++
+			recount.Add(rec.class, rec.values, 1)
 		}
 		steps = rec.steps
 		return true
@@ -101,13 +104,41 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
-	// A schema-2 store has none: the conversion moved them all.
-	err = scan(ctx, txn, userPrefix(kindTokenV1, user), func(key, _ []byte) bool {
-		r.addf("token key %x of schema 1", key)
+	// A store of this schema has none: the conversions moved them all.
+	for kind, what := range map[byte]string{kindTokenV1: "token key %x of schema 1", kindSeenV2: "seen key %x of schema 2"} {
+		err = scan(ctx, txn, userPrefix(kind, user), func(key, _ []byte) bool {
+			r.addf(what, key)
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("check %q: %w", user, err)
+		}
+	}
+	var samples store.Samples
+	err = scan(ctx, txn, userPrefix(kindSample, user), func(key, v []byte) bool {
+		k, ok := parseSampleKey(key, user)
+		if !ok {
+			r.addf("malformed sample key %x", key)
+			return true
+		}
+		smp, err := decodeSample(v)
+		switch {
+		case err != nil:
+			r.addf("sample key %x: %v", key, err)
+		case k.class >= len(classes):
+			r.addf("sample key %x: unknown class %d", key, k.class)
+		case smp.N == 0:
+			r.addf("sample key %x: empty, not deleted", key)
+		default:
+			samples = withSample(samples, k, smp)
+		}
 		return true
 	})
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
+	}
+	for _, d := range samples.Differences(recount.Samples(), classes) {
+		r.addf("%s", d)
 	}
 
 	if len(stored.messages) > k || len(stored.tokens) > k {

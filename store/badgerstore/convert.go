@@ -9,33 +9,61 @@ import (
 	"github.com/spamd/spamd/store"
 )
 
-// convert turns a store of schema 1, whose meta record m says so, into one
-// of schema 2. Only token values changed encoding, and schema 2 keeps them
-// under a kind of its own: each transaction moves a run of schema-1 token
-// keys to the new kind, deleting the old keys, and the meta record says
-// schema 2 only once no old key is left. Each step is whole or not there,
-// so a process killed anywhere leaves a store with every token under one
-// kind or the other, never both, and meta still at schema 1 until the
-// end: the next Open picks up where this one stopped. Seen records of
-// schema 1 are schema-2 records without steps and stay as they are.
+// migration is how a store of one schema becomes one of the next: the
+// values of one kind of key change encoding, and the next schema keeps
+// them under a kind of its own.
+type migration struct {
+	from, to byte // the kinds of key
+	what     string
+	// recode appends v, a value of kind from, as a value of kind to; it
+	// reports false for a value that does not decode.
+	recode func(dst, v []byte) ([]byte, bool)
+}
+
+// migrations holds, by schema, the migration to the next one.
+var migrations = map[int]migration{
+	// Schema 2 added weights to the token rows.
+	1: {from: kindTokenV1, to: kindToken, what: "tokens", recode: func(dst, v []byte) ([]byte, bool) {
+		row, err := decodeCountsV1(nil, v)
+		return appendRow(dst, row), err == nil
+	}},
+	// Schema 3 added the measures' values to the seen records.
+	2: {from: kindSeenV2, to: kindSeen, what: "seen records", recode: func(dst, v []byte) ([]byte, bool) {
+		rec, err := decodeSeenV2(v, nil)
+		return appendSeen(dst, rec), err == nil
+	}},
+}
+
+// convert turns a store of schema m.Schema into one of the next, by its
+// migration: each transaction moves a run of the old kind's keys to the
+// new kind, recoding their values and deleting the old keys, and the
+// meta record says the next schema only once no old key is left. Each
+// step is whole or not there, so a process killed anywhere leaves a store
+// with every key under one kind or the other, never both, and meta at the
+// old schema until the end: the next Open picks up where this one
+// stopped. A store two schemas old goes through both migrations in turn.
 //
 // A value that does not decode is moved as it is, to be reported by Check
-// as it would have been before: uvarints and zigzag varints fail on the
-// same bytes.
+// as it would have been before: the new encodings fail on the same bytes
+// (uvarints and zigzag varints alike).
 func (s *Store) convert(ctx context.Context, m meta, o Options) error {
+	mig, ok := migrations[m.Schema]
+	if !ok {
+		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
+	}
 	start := time.Now()
-	s.log.Info("badgerstore: converting the store from schema 1", "dir", s.dir)
+	s.log.Info("badgerstore: converting the store", "dir", s.dir, "from_schema", m.Schema, "keys", mig.what)
 	maxCount := s.db.MaxBatchCount() * s.txnShare / 100
 	maxSize := s.db.MaxBatchSize() * s.txnShare / 100
-	from := []byte{kindTokenV1}
+	from := []byte{mig.from}
 	var moved, undecodable, txns int
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, bad, next, err := s.convertRun(from, maxCount, maxSize, o.convertKeys)
+		n, bad, next, err := s.convertRun(mig, from, maxCount, maxSize, o.convertKeys)
 		if err != nil {
-			return fmt.Errorf("after %d tokens: %w", moved, err)
+			return fmt.Errorf("after %d %s: %w", moved, mig.what, err)
 		}
 		if n == 0 {
 			break
@@ -49,15 +77,15 @@ func (s *Store) convert(ctx context.Context, m meta, o Options) error {
 		from = next
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTokenV1}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{mig.from}})
 		it.Rewind()
 		left := it.Valid()
 		it.Close()
 		if left {
 			// Nothing else writes while Open runs; this would be a bug.
-			return fmt.Errorf("%w: schema-1 token keys left after the conversion", store.ErrInconsistent)
+			return fmt.Errorf("%w: %s of schema %d left after the conversion", store.ErrInconsistent, mig.what, m.Schema)
 		}
-		v, err := encodeMeta(meta{Schema: schemaVersion, Classes: m.Classes})
+		v, err := encodeMeta(meta{Schema: m.Schema + 1, Classes: m.Classes})
 		if err != nil {
 			return err
 		}
@@ -66,44 +94,42 @@ func (s *Store) convert(ctx context.Context, m meta, o Options) error {
 	if err != nil {
 		return fmt.Errorf("write meta record: %w", err)
 	}
-	s.log.Info("badgerstore: converted the store from schema 1", "dir", s.dir, "tokens", moved, "took", time.Since(start).Round(time.Millisecond))
+	s.log.Info("badgerstore: converted the store", "dir", s.dir, "to_schema", m.Schema+1, mig.what, moved, "took", time.Since(start).Round(time.Millisecond))
 	if undecodable > 0 {
-		s.log.Warn("badgerstore: token values that did not decode were moved as they were; run a check", "dir", s.dir, "tokens", undecodable)
+		s.log.Warn("badgerstore: values that did not decode were moved as they were; run a check", "dir", s.dir, mig.what, undecodable)
 	}
 	return nil
 }
 
-// convertRun moves, in one transaction, the schema-1 token keys from key
+// convertRun moves, in one transaction, the keys of mig's old kind from key
 // from on, as many as fit in maxCount entries and maxSize bytes, counted
 // as Badger's Txn.checkSize counts (or maxKeys keys, if not 0), and
 // returns how many it moved, how many of their values did not decode, and
 // the key the next run starts from.
-func (s *Store) convertRun(from []byte, maxCount, maxSize int64, maxKeys int) (moved, bad int, next []byte, err error) {
+func (s *Store) convertRun(mig migration, from []byte, maxCount, maxSize int64, maxKeys int) (moved, bad int, next []byte, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	// Keys and values stay referenced by txn until it ends; buf may move
 	// as it grows, which leaves what was taken from it where it was.
 	var buf []byte
 	var keys, vals [][]byte
-	var row []uint64
 	var count, size int64
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTokenV1}, PrefetchValues: true, PrefetchSize: 256})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{mig.from}, PrefetchValues: true, PrefetchSize: 256})
 	for it.Seek(from); it.Valid(); it.Next() {
 		item := it.Item()
 		start := len(buf)
-		buf = append(buf, kindToken)
+		buf = append(buf, mig.to)
 		buf = append(buf, item.Key()[1:]...)
 		key := buf[start:len(buf):len(buf)]
 		start = len(buf)
 		undecodable := false
 		err = item.Value(func(v []byte) error {
-			var derr error
-			if row, derr = decodeCountsV1(row[:0], v); derr != nil {
+			recoded, ok := mig.recode(buf, v)
+			if !ok {
 				undecodable = true
-				buf = append(buf, v...)
-			} else {
-				buf = appendRow(buf, row)
+				recoded = append(buf, v...)
 			}
+			buf = recoded
 			return nil
 		})
 		if err != nil {
@@ -128,7 +154,7 @@ func (s *Store) convertRun(from []byte, maxCount, maxSize int64, maxKeys int) (m
 		return 0, 0, nil, nil
 	}
 	for i, key := range keys {
-		old := append([]byte{kindTokenV1}, key[1:]...)
+		old := append([]byte{mig.from}, key[1:]...)
 		if err := txn.Set(key, vals[i]); err != nil {
 			return 0, 0, nil, err
 		}
@@ -142,6 +168,6 @@ func (s *Store) convertRun(from []byte, maxCount, maxSize int64, maxKeys int) (m
 	// The successor of the last key moved: keys before it are gone, and
 	// seeking past their deletions saves the next run stepping over them.
 	last := keys[len(keys)-1]
-	next = append([]byte{kindTokenV1}, last[1:]...)
+	next = append([]byte{mig.from}, last[1:]...)
 	return len(keys), bad, append(next, 0), nil
 }

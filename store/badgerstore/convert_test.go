@@ -38,6 +38,25 @@ func appendCountsV1(dst []byte, counts []uint64) []byte {
 	return dst
 }
 
+// appendSeenKeyV2 appends the key of a seen record of schemas 1 and 2.
+func appendSeenKeyV2(dst []byte, user string, d store.Digest) []byte {
+	return append(appendUserPrefix(dst, kindSeenV2, user), d[:]...)
+}
+
+// appendSeenV2 appends a seen record of schema 2: the class index as a
+// uvarint, then the steps as zigzag varints.
+func appendSeenV2(dst []byte, r seenRec) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.class))
+	n := len(r.steps) &^ 1
+	for n > 0 && r.steps[n-1] == 0 && r.steps[n-2] == 0 {
+		n -= 2
+	}
+	for _, s := range r.steps[:n] {
+		dst = binary.AppendVarint(dst, s)
+	}
+	return dst
+}
+
 // writeV1 writes a schema-1 store of classes and models into dir, key by
 // key, as a build of schema 1 left it; extra keys and values go in too.
 func writeV1(t *testing.T, dir string, classes []string, models map[string]v1Model, extra map[string][]byte) {
@@ -68,7 +87,7 @@ func writeV1(t *testing.T, dir string, classes []string, models map[string]v1Mod
 			tot.vocabulary++
 		}
 		for name, c := range mod.seen {
-			set(appendSeenKey(nil, user, storetest.D(name)), binary.AppendUvarint(nil, uint64(c)))
+			set(appendSeenKeyV2(nil, user, storetest.D(name)), binary.AppendUvarint(nil, uint64(c)))
 			tot.messages[c]++
 		}
 		set(totalsKey(user), appendTotals(nil, &tot))
@@ -198,7 +217,7 @@ func TestConvert(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, schema := kinds(t, dir)
-	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 7 {
+	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 7 || n[kindSeenV2] != 0 || n[kindSeen] != 4 {
 		t.Errorf("after the conversion: schema %d, keys by kind %v", schema, n)
 	}
 	// Opening again converts nothing.
@@ -228,7 +247,8 @@ func TestConvertUndecodable(t *testing.T) {
 
 // TestConvertInterrupted stops the conversion after each of its
 // transactions in turn, as a crash between two would, and checks that the
-// store is left with every token under one kind, never both, at schema 1,
+// store is left with every token and every seen record under one kind,
+// never both, at schema 1 while tokens move and 2 while seen records do,
 // and that the next Open goes on from there to a correct store.
 func TestConvertInterrupted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -251,7 +271,7 @@ func TestConvertInterrupted(t *testing.T) {
 		if err == nil {
 			// The last run moved the rest, and stopped once nothing was
 			// left, before the hook was called again.
-			if want := (900 + perTxn - 1) / perTxn; opens != want+1 {
+			if want := (900+perTxn-1)/perTxn + (90+perTxn-1)/perTxn; opens != want+1 {
 				t.Errorf("%d opens, want one a transaction, %d, and one to finish", opens, want)
 			}
 			expectV1(t, s, classes, models)
@@ -264,12 +284,19 @@ func TestConvertInterrupted(t *testing.T) {
 			t.Fatalf("Open #%d: %v", opens, err)
 		}
 		n, schema := kinds(t, dir)
-		if schema != 1 || n[kindToken] != min(opens*perTxn, 900) || n[kindToken]+n[kindTokenV1] != 900 {
+		tokenTxns := (900 + perTxn - 1) / perTxn
+		ok := n[kindToken]+n[kindTokenV1] == 900 && n[kindSeen]+n[kindSeenV2] == 90
+		if opens <= tokenTxns {
+			ok = ok && schema == 1 && n[kindToken] == min(opens*perTxn, 900) && n[kindSeen] == 0
+		} else {
+			ok = ok && schema == 2 && n[kindTokenV1] == 0 && n[kindSeen] == min((opens-tokenTxns)*perTxn, 90)
+		}
+		if !ok {
 			t.Fatalf("after %d interrupted opens: schema %d, keys by kind %v", opens, schema, n)
 		}
 	}
 	n, schema := kinds(t, dir)
-	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 900 {
+	if schema != schemaVersion || n[kindTokenV1] != 0 || n[kindToken] != 900 || n[kindSeenV2] != 0 || n[kindSeen] != 90 {
 		t.Errorf("after the conversion: schema %d, keys by kind %v", schema, n)
 	}
 }
@@ -330,7 +357,8 @@ func TestConvertCrash(t *testing.T) {
 			kills++
 		}
 		n, schema := kinds(t, dir)
-		if n[kindToken]+n[kindTokenV1] != 6000 || schema == schemaVersion && n[kindTokenV1] != 0 {
+		if n[kindToken]+n[kindTokenV1] != 6000 || schema > 1 && n[kindTokenV1] != 0 ||
+			n[kindSeen]+n[kindSeenV2] != 600 || schema == schemaVersion && n[kindSeenV2] != 0 {
 			t.Fatalf("after %d kills: schema %d, keys by kind %v", kills, schema, n)
 		}
 		t.Logf("after %d kills, finished %v: schema %d, %d of 6000 tokens converted", kills, done, schema, n[kindToken])
@@ -338,4 +366,55 @@ func TestConvertCrash(t *testing.T) {
 	s := open(t, dir, Options{})
 	defer s.Close()
 	expectV1(t, s, classes, models)
+}
+
+// TestConvertSchema2 opens a store of schema 2, whose seen records hold
+// steps and no values: they move to schema 3 with their steps, untrain
+// exactly, and messages trained after the conversion add their values.
+func TestConvertSchema2(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := encodeMeta(meta{Schema: 2, Classes: []string{"spam", "ham"}})
+	err = db.Update(func(txn *badger.Txn) error {
+		for k, v := range map[string][]byte{
+			string(metaKey): m,
+			// m1 trained as spam with a body step of 5 (spam) and -5 (ham)
+			// on token 1, twice in its body.
+			string(appendTokenKey(nil, "u", 1)):                  appendRow(nil, []uint64{2, 10, 0, uint64(1<<64 - 10)}),
+			string(appendSeenKeyV2(nil, "u", storetest.D("m1"))): appendSeenV2(nil, seenRec{class: 0, steps: []int64{0, 5, 0, -5}}),
+			string(totalsKey("u")):                               appendTotals(nil, &totals{messages: []uint64{1}, tokens: []uint64{2}, vocabulary: 1}),
+		} {
+			if err := txn.Set([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir, Options{})
+	defer s.Close()
+	storetest.Expect(t, s, "u", storetest.State{
+		Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 2}, Vocabulary: 1,
+		Counts:  map[bow.Hash]map[string]uint64{1: {"spam": 2}},
+		Weights: map[bow.Hash]map[string]int64{1: {"spam": 10, "ham": -10}},
+		Seen:    map[string]string{"m1": "spam"},
+	})
+	train(t, s, "u",
+		store.Op{Digest: storetest.D("m1"), Bag: bow.FromMaps(nil, map[bow.Hash]uint32{1: 2})},
+		storetest.TrainValues("m2", "ham", map[bow.Hash]uint32{1: 1}, store.Value{Measure: 4, Level: 500}),
+	)
+	storetest.Expect(t, s, "u", storetest.State{
+		Messages: map[string]uint64{"ham": 1}, Tokens: map[string]uint64{"ham": 1}, Vocabulary: 1,
+		Counts: map[bow.Hash]map[string]uint64{1: {"ham": 1}},
+		Seen:   map[string]string{"m1": "", "m2": "ham"},
+		Values: map[string]map[uint8][]uint16{"ham": {4: {500}}},
+	})
 }

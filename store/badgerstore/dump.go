@@ -69,7 +69,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 			ferr = fmt.Errorf("dump %q: seen key %x: %w", user, key, err)
 			return false
 		}
-		r := store.Record{Class: classes[rec.class]}
+		r := store.Record{Class: classes[rec.class], Values: rec.values}
 		copy(r.Digest[:], key[len(key)-len(r.Digest):])
 		for c := 0; 2*c+1 < len(rec.steps); c++ {
 			if rec.steps[2*c] != 0 || rec.steps[2*c+1] != 0 {
@@ -172,6 +172,11 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 		}
 	}
 	if errors.Is(err, io.EOF) {
+		if err = enc.writeSamples(); err == nil {
+			err = io.EOF
+		}
+	}
+	if errors.Is(err, io.EOF) {
 		if err = wb.Flush(); err != nil {
 			err = s.writeError(err)
 		}
@@ -193,8 +198,8 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 
 // encoder turns the records of user's model, as Dump gives them, into the
 // store's keys and values, which it hands to set in key order within each
-// kind (token rows, then seen records), and adds up the totals, which it
-// leaves to the caller to write.
+// kind (token rows, seen records), and adds up the totals and the measures'
+// samples: writeSamples writes the samples, the caller the totals.
 type encoder struct {
 	user string
 	set  func(key, val []byte) error
@@ -206,15 +211,16 @@ type encoder struct {
 	// ascend, where records in any order need a set of what came.
 	sorted bool
 
-	n      int
-	index  []int // the store's index of each class of the header
-	tot    totals
-	tokens map[bow.Hash]struct{}
-	seen   map[store.Digest]struct{}
-	last   []byte // the key of the last row or seen record, when sorted
-	key    []byte
-	row    []uint64
-	buf    []byte
+	n       int
+	index   []int // the store's index of each class of the header
+	tot     totals
+	samples store.SampleSet
+	tokens  map[bow.Hash]struct{}
+	seen    map[store.Digest]struct{}
+	last    []byte // the key of the last row or seen record, when sorted
+	key     []byte
+	row     []uint64
+	buf     []byte
 }
 
 // add encodes record r.
@@ -268,11 +274,14 @@ func (e *encoder) add(r store.Record) error {
 		if err := e.onceSeen(r.Digest); err != nil {
 			return err
 		}
+		if err := store.ValidValues(r.Values); err != nil {
+			return fmt.Errorf("message %x: %w", r.Digest, err)
+		}
 		cl, err := e.names(append([]string{r.Class}, stepClasses(r.Steps)...))
 		if err != nil {
 			return err
 		}
-		rec := seenRec{class: cl.index[r.Class]}
+		rec := seenRec{class: cl.index[r.Class], values: r.Values}
 		for _, st := range r.Steps {
 			c := cl.index[st.Class]
 			if need := 2 * (c + 1); len(rec.steps) < need {
@@ -284,9 +293,34 @@ func (e *encoder) add(r store.Record) error {
 			e.tot.messages, e.tot.tokens = append(e.tot.messages, 0), append(e.tot.tokens, 0)
 		}
 		e.tot.messages[rec.class]++
+		e.samples.Add(rec.class, rec.values, 1)
 		return e.set(slices.Clone(e.key), appendSeen(nil, rec))
 	default:
 		return fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
+	}
+	return nil
+}
+
+// writeSamples hands set the keys and values of the samples the seen
+// records added up to, in key order.
+func (e *encoder) writeSamples() error {
+	type kv struct{ key, val []byte }
+	var out []kv
+	for m, byClass := range e.samples.Samples() {
+		for c, smp := range byClass {
+			if smp.N == 0 {
+				continue
+			}
+			k := sampleKey{measure: uint8(m), class: c}
+			out = append(out, kv{appendSampleKey(nil, e.user, k), appendSample(nil, smp)})
+		}
+	}
+	// A class index is a uvarint, whose bytes do not sort as numbers do.
+	slices.SortFunc(out, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
+	for _, x := range out {
+		if err := e.set(x.key, x.val); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -351,7 +385,7 @@ func (s *Store) registerNames(names []string) (*classList, error) {
 func (s *Store) hasModel(user string) (bool, error) {
 	found := false
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindTotals, kindToken, kindSeen} {
+		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindSample} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
 			it.Rewind()
 			found = found || it.Valid()
@@ -411,7 +445,8 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (err error) {
 // Badger's DropPrefix holds writes back while it runs, which Apply,
 // waiting for wmu, does anyway.
 func (s *Store) dropUser(user string) error {
-	if err := s.db.DropPrefix(userPrefix(kindTotals, user), userPrefix(kindToken, user), userPrefix(kindSeen, user), userPrefix(kindTokenV1, user)); err != nil {
+	if err := s.db.DropPrefix(userPrefix(kindTotals, user), userPrefix(kindToken, user), userPrefix(kindSeen, user),
+		userPrefix(kindSample, user), userPrefix(kindTokenV1, user), userPrefix(kindSeenV2, user)); err != nil {
 		return err
 	}
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(userPrefix(kindBusy, user)) })

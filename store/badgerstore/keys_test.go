@@ -14,8 +14,8 @@ import (
 // of one user is a prefix of another user's, whatever the kinds, so that
 // neither a Get nor a prefix scan for one user can meet the other's keys.
 func TestKeyPrefixes(t *testing.T) {
-	users := []string{"", "a", "ab", "a.b", "A", "a@b", "b", "t", "r", "u", "s", "m"}
-	kinds := []byte{kindTotals, kindToken, kindSeen, kindTokenV1}
+	users := []string{"", "a", "ab", "a.b", "A", "a@b", "b", "t", "r", "u", "s", "S", "h", "m"}
+	kinds := []byte{kindTotals, kindToken, kindSeen, kindSample, kindTokenV1, kindSeenV2}
 	for _, u1 := range users {
 		for _, u2 := range users {
 			if u1 == u2 {
@@ -47,7 +47,9 @@ func TestKeys(t *testing.T) {
 		{"totals", totalsKey("al"), []byte("ual\x00")},
 		{"global totals", totalsKey(""), []byte("u\x00")},
 		{"token", appendTokenKey(nil, "al", 0x0102030405060708), []byte("ral\x00\x01\x02\x03\x04\x05\x06\x07\x08")},
-		{"seen", appendSeenKey(nil, "", store.Digest{31: 9}), append(append([]byte("s\x00"), make([]byte, 31)...), 9)},
+		{"seen", appendSeenKey(nil, "", store.Digest{31: 9}), append(append([]byte("S\x00"), make([]byte, 31)...), 9)},
+		{"seen of schema 2", appendSeenKeyV2(nil, "", store.Digest{31: 9}), append(append([]byte("s\x00"), make([]byte, 31)...), 9)},
+		{"sample", appendSampleKey(nil, "al", sampleKey{measure: 3, class: 300}), []byte("hal\x00\x03\xac\x02")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,16 +121,19 @@ func TestCountsV1(t *testing.T) {
 }
 
 func TestSeen(t *testing.T) {
+	values := []store.Value{{Measure: 0, Level: 300}, {Measure: 10, Level: 5}}
 	tests := []struct {
 		name string
 		rec  seenRec
 		enc  []byte
 		dec  seenRec // what decoding enc gives back
 	}{
-		{"no steps", seenRec{class: 1}, []byte{1}, seenRec{class: 1}},
-		{"steps", seenRec{class: 0, steps: []int64{10, 3, -10, -3}}, []byte{0, 20, 6, 19, 5}, seenRec{class: 0, steps: []int64{10, 3, -10, -3}}},
-		{"trailing zero pairs dropped", seenRec{class: 2, steps: []int64{0, 1, 0, 0}}, []byte{2, 0, 2}, seenRec{class: 2, steps: []int64{0, 1}}},
-		{"all zero", seenRec{class: 0, steps: []int64{0, 0}}, []byte{0}, seenRec{class: 0}},
+		{"no steps", seenRec{class: 1}, []byte{1, 0}, seenRec{class: 1}},
+		{"steps", seenRec{class: 0, steps: []int64{10, 3, -10, -3}}, []byte{0, 4, 20, 6, 19, 5}, seenRec{class: 0, steps: []int64{10, 3, -10, -3}}},
+		{"trailing zero pairs dropped", seenRec{class: 2, steps: []int64{0, 1, 0, 0}}, []byte{2, 2, 0, 2}, seenRec{class: 2, steps: []int64{0, 1}}},
+		{"all zero", seenRec{class: 0, steps: []int64{0, 0}}, []byte{0, 0}, seenRec{class: 0}},
+		{"values", seenRec{class: 1, values: values}, []byte{1, 0, 0, 0xac, 2, 10, 5}, seenRec{class: 1, values: values}},
+		{"steps and values", seenRec{class: 1, steps: []int64{1, -1}, values: values[1:]}, []byte{1, 2, 2, 1, 10, 5}, seenRec{class: 1, steps: []int64{1, -1}, values: values[1:]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,12 +150,80 @@ func TestSeen(t *testing.T) {
 	for _, bad := range [][]byte{
 		nil,                            // no class
 		{0x80, 0x80, 0x80, 0x80, 0x10}, // class beyond int32
-		{1, 0x80},                      // truncated step
-		{1, 2},                         // a head step without its body step
-		{1, 2, 2, 2},
+		{1},                            // no number of steps
+		{1, 2, 0x80},                   // truncated step
+		{1, 1, 2},                      // a head step without its body step
+		{1, 4, 2, 2},                   // fewer steps than said
+		{1, 0, 3},                      // a measure without its level
+		{1, 0, 64, 1},                  // a measure off the grid
+		{1, 0, 1, 0x80, 8},             // a level off the grid
+		{1, 0, 2, 1, 1, 1},             // measures not in order
 	} {
 		if _, err := decodeSeen(bad, nil); !errors.Is(err, store.ErrInconsistent) {
 			t.Errorf("decodeSeen(%x): error %v, want ErrInconsistent", bad, err)
+		}
+	}
+}
+
+func TestSeenV2(t *testing.T) {
+	for _, tt := range []struct {
+		enc []byte
+		dec seenRec
+	}{
+		{[]byte{1}, seenRec{class: 1}},
+		{[]byte{0, 20, 6, 19, 5}, seenRec{class: 0, steps: []int64{10, 3, -10, -3}}},
+	} {
+		if dec, err := decodeSeenV2(tt.enc, nil); err != nil || !dec.equal(tt.dec) {
+			t.Errorf("decodeSeenV2(%x) = %+v, %v; want %+v", tt.enc, dec, err, tt.dec)
+		}
+		if enc := appendSeenV2(nil, tt.dec); !bytes.Equal(enc, tt.enc) {
+			t.Errorf("appendSeenV2(%+v) = %x, want %x", tt.dec, enc, tt.enc)
+		}
+	}
+	for _, bad := range [][]byte{nil, {1, 0x80}, {1, 2}} {
+		if _, err := decodeSeenV2(bad, nil); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("decodeSeenV2(%x): error %v, want ErrInconsistent", bad, err)
+		}
+	}
+}
+
+func TestSamples(t *testing.T) {
+	smp := store.Sample{N: 4, Sum: 3*7 + 1000, SumSq: 3*49 + 1000*1000, Bins: []store.Bin{{Level: 7, Count: 3}, {Level: 1000, Count: 1}}}
+	enc := appendSample(nil, smp)
+	if want := []byte{4, 0xfd, 7, 0xd3, 0x85, 0x3d, 7, 3, 0xe1, 7, 1}; !bytes.Equal(enc, want) {
+		t.Errorf("appendSample = %x, want %x", enc, want)
+	}
+	if dec, err := decodeSample(enc); err != nil || !dec.Equal(smp) {
+		t.Errorf("decodeSample = %+v, %v", dec, err)
+	}
+	if dec, err := decodeSample(appendSample(nil, store.Sample{})); err != nil || !dec.Empty() {
+		t.Errorf("empty sample: %+v, %v", dec, err)
+	}
+	for name, bad := range map[string]store.Sample{
+		"count off":            {N: 5, Sum: smp.Sum, SumSq: smp.SumSq, Bins: smp.Bins},
+		"sum off":              {N: 4, Sum: smp.Sum + 1, SumSq: smp.SumSq, Bins: smp.Bins},
+		"levels not ascending": {N: 4, Sum: smp.Sum, SumSq: smp.SumSq, Bins: []store.Bin{{Level: 1000, Count: 1}, {Level: 7, Count: 3}}},
+		"level twice":          {N: 2, Sum: 14, SumSq: 98, Bins: []store.Bin{{Level: 7, Count: 1}, {Level: 7, Count: 1}}},
+		"empty level":          {N: 1, Sum: 7, SumSq: 49, Bins: []store.Bin{{Level: 5}, {Level: 7, Count: 1}}},
+		"level off the grid":   {N: 1, Sum: 1024, SumSq: 1024 * 1024, Bins: []store.Bin{{Level: 1024, Count: 1}}},
+	} {
+		if _, err := decodeSample(appendSample(nil, bad)); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("%s: error %v, want ErrInconsistent", name, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {1, 1}, {1, 1, 1, 0x80}, {1, 1, 1, 1}} {
+		if _, err := decodeSample(bad); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("decodeSample(%x): error %v, want ErrInconsistent", bad, err)
+		}
+	}
+	for _, k := range []sampleKey{{0, 0}, {63, 1}, {7, 1 << 20}} {
+		if got, ok := parseSampleKey(appendSampleKey(nil, "u", k), "u"); !ok || got != k {
+			t.Errorf("parseSampleKey(appendSampleKey(%v)) = %v, %v", k, got, ok)
+		}
+	}
+	for _, bad := range [][]byte{[]byte("hu\x00"), []byte("hu\x00\x01"), []byte("hu\x00\x40\x00"), []byte("hu\x00\x01\x00\x00")} {
+		if _, ok := parseSampleKey(bad, "u"); ok {
+			t.Errorf("parseSampleKey(%q) accepted", bad)
 		}
 	}
 }

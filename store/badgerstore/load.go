@@ -112,10 +112,11 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 
 // stream drops everything in the database and writes users' models of src
 // into it through a StreamWriter, with their totals. It writes one stream,
-// whose keys must ascend: every user's token rows, then every user's seen
-// records, then every user's totals, reading each model twice. A stream
-// of its own for each would cost a table builder each, which Badger sizes
-// for its largest tables: 128 MiB of buffer.
+// whose keys must ascend, kind by kind: every user's seen records, then
+// every user's samples (which the seen records' values add up to), then
+// every user's token rows, then every user's totals, reading each model
+// twice. A stream of its own for each would cost a table builder each,
+// which Badger sizes for its largest tables: 128 MiB of buffer.
 func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl *classList) error {
 	sw := s.db.NewStreamWriter()
 	if err := sw.Prepare(); err != nil {
@@ -155,8 +156,8 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 	for i, u := range users {
 		encs[i] = &encoder{user: u, names: lookup, sorted: true, set: put}
 	}
-	// The first pass writes the rows, the second the seen records; the
-	// header goes to each encoder once, first.
+	// The first pass writes the seen records, then the samples, the
+	// second the rows; the header goes to each encoder once, first.
 	for pass := range 2 {
 		for i, u := range users {
 			n := 0
@@ -167,7 +168,7 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 					}
 				}
 				switch {
-				case r.Classes != nil && pass == 0, r.Counts != nil && pass == 0, r.Class != "" && pass == 1:
+				case r.Classes != nil && pass == 0, r.Class != "" && pass == 0, r.Counts != nil && pass == 1:
 					return encs[i].add(r)
 				case r.Classes == nil && r.Counts == nil && r.Class == "":
 					return encs[i].add(r) // neither: add says so
@@ -176,6 +177,13 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 			})
 			if err != nil {
 				return fmt.Errorf("model %q: %w", u, err)
+			}
+		}
+		if pass == 0 {
+			for i, u := range users {
+				if err := encs[i].writeSamples(); err != nil {
+					return fmt.Errorf("model %q: %w", u, err)
+				}
 			}
 		}
 	}
@@ -257,7 +265,7 @@ func (s *Store) finishLoad() error {
 func (s *Store) hasAnyModel() (bool, error) {
 	found := false
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindBusy, kindTokenV1} {
+		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindSample, kindBusy, kindTokenV1, kindSeenV2} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
 			it.Rewind()
 			found = found || it.Valid()

@@ -5,16 +5,16 @@
 // A dump is line-oriented UTF-8 (ASCII in practice), one record per line,
 // fields separated by one space:
 //
-//	spamd-dump 1
+//	spamd-dump 2
 //	user alice@example.org
 //	classes ham spam
 //	t 00a1b2c3d4e5f607 3 -5120 0 0
-//	s 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 spam spam 812 -40 ham -812 40
-//	end tokens=1 seen=1 messages=0,1 counts=3,0
+//	s 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 spam spam 812 -40 ham -812 40 f0=412 f2=64 f8=101
+//	end tokens=1 seen=1 messages=0,1 counts=3,0 values=0,3 levels=0,577
 //	user
 //	classes ham spam
 //	...
-//	end tokens=... seen=... messages=... counts=...
+//	end tokens=... seen=... messages=... counts=... values=... levels=...
 //
 // The first line names the format and its version; a reader refuses a
 // version it does not know. Each user's model is a section: "user" and
@@ -22,13 +22,21 @@
 // and the class names, then its rows. A token row ("t") is the feature's
 // hash in 16 hex digits and, for each class in order, its count and its
 // weight (signed, in units of store.WeightUnit). A seen record ("s") is
-// the message's digest in 64 hex digits, the class it was trained as, and
+// the message's digest in 64 hex digits, the class it was trained as,
 // for each weight step recorded when it was trained, the step's class,
-// head and body. "end" closes the section with what the section holds:
-// the number of token rows and seen records, the messages per class (the
-// seen records of each class) and the sum of each class's counts. A
-// reader checks them, so a dump cut short or edited by hand is refused
-// before a restore finishes, and a restore is all or nothing.
+// head and body, and for each of its measures "f", the measure's index,
+// "=" and the level of its value (store.Value). "end" closes the section
+// with what the section holds: the number of token rows and seen records,
+// the messages per class (the seen records of each class), the sum of
+// each class's counts, and per class the number of values and the sum of
+// their levels. A reader checks them, so a dump cut short or edited by
+// hand is refused before a restore finishes, and a restore is all or
+// nothing. A model's samples are not in the dump: restoring recounts them
+// from the seen records' values, as it recounts the totals.
+//
+// Version 1, before measures, had no values and no values= and levels=
+// on its end lines; a reader reads it still, as seen records without
+// values.
 //
 // Rows come in ascending hash order and seen records in ascending digest
 // order, as store.Store.Dump gives them, so that dumping a restored model
@@ -54,8 +62,11 @@ import (
 // Magic is the first word of every dump; Version is the version written.
 const (
 	Magic   = "spamd-dump"
-	Version = 1
+	Version = 2
 )
+
+// minVersion is the oldest version a Reader reads.
+const minVersion = 1
 
 // ErrFormat is wrapped by every error about a dump's content.
 var ErrFormat = errors.New("not a valid spamd dump")
@@ -76,9 +87,17 @@ type Writer struct {
 
 // summary is what a section's end line states.
 type summary struct {
+	version      int
 	tokens, seen uint64
 	messages     []uint64 // per class
 	counts       []uint64 // per class
+	values       []uint64 // per class, from version 2
+	levels       []uint64 // per class, from version 2
+}
+
+func newSummary(version, classes int) summary {
+	return summary{version: version, messages: make([]uint64, classes), counts: make([]uint64, classes),
+		values: make([]uint64, classes), levels: make([]uint64, classes)}
 }
 
 // NewWriter returns a Writer that writes to w. Nothing is written before
@@ -116,7 +135,7 @@ func (w *Writer) Begin(user string, classes []string) error {
 	}
 	w.w.WriteString("\n")
 	w.open, w.classes = true, classes
-	w.sum = summary{messages: make([]uint64, len(classes)), counts: make([]uint64, len(classes))}
+	w.sum = newSummary(Version, len(classes))
 	return nil
 }
 
@@ -166,6 +185,17 @@ func (w *Writer) Write(r store.Record) error {
 			b = append(b, ' ')
 			b = strconv.AppendInt(b, s.Body, 10)
 		}
+		if err := store.ValidValues(r.Values); err != nil {
+			return fmt.Errorf("dump: message %x: %w", r.Digest, err)
+		}
+		for _, v := range r.Values {
+			b = append(b, " f"...)
+			b = strconv.AppendUint(b, uint64(v.Measure), 10)
+			b = append(b, '=')
+			b = strconv.AppendUint(b, uint64(v.Level), 10)
+			w.sum.values[i]++
+			w.sum.levels[i] += uint64(v.Level)
+		}
 		w.sum.seen++
 	default:
 		return errors.New("dump: a record that is neither a token row nor a seen record")
@@ -201,7 +231,11 @@ func (w *Writer) Close() error {
 
 // String formats s as the fields of an end line.
 func (s summary) String() string {
-	return fmt.Sprintf("tokens=%d seen=%d messages=%s counts=%s", s.tokens, s.seen, joinUints(s.messages), joinUints(s.counts))
+	line := fmt.Sprintf("tokens=%d seen=%d messages=%s counts=%s", s.tokens, s.seen, joinUints(s.messages), joinUints(s.counts))
+	if s.version >= 2 {
+		line += fmt.Sprintf(" values=%s levels=%s", joinUints(s.values), joinUints(s.levels))
+	}
+	return line
 }
 
 func joinUints(v []uint64) string {
@@ -226,6 +260,7 @@ func appendHex(b []byte, v uint64) []byte {
 // Reader reads a dump, one section at a time.
 type Reader struct {
 	s       *bufio.Scanner
+	version int
 	line    int
 	classes []string
 	state   int // between sections, header to give, or in the rows
@@ -267,9 +302,11 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if magic != Magic {
 		return nil, fmt.Errorf("%w: it starts with %.40q", ErrFormat, first)
 	}
-	if v, err := strconv.Atoi(ver); err != nil || v != Version {
-		return nil, fmt.Errorf("%w: version %q, this spamd reads version %d", ErrFormat, ver, Version)
+	v, err := strconv.Atoi(ver)
+	if err != nil || v < minVersion || v > Version {
+		return nil, fmt.Errorf("%w: version %q, this spamd reads versions %d to %d", ErrFormat, ver, minVersion, Version)
 	}
+	d.version = v
 	return d, nil
 }
 
@@ -334,7 +371,7 @@ func (d *Reader) Next() (user string, classes []string, err error) {
 		}
 	}
 	d.classes, d.state = classes, header
-	d.sum = summary{messages: make([]uint64, len(classes)), counts: make([]uint64, len(classes))}
+	d.sum = newSummary(d.version, len(classes))
 	return user, classes, nil
 }
 
@@ -417,7 +454,15 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 		d.sum.tokens++
 		return &store.Record{Hash: bow.Hash(h), Counts: c}, nil
 	case "s":
-		if len(f) < 3 || (len(f)-3)%3 != 0 {
+		// Steps come in threes, then values, which have a '='.
+		vals := len(f)
+		for k := 3; k < len(f); k++ {
+			if strings.Contains(f[k], "=") {
+				vals = k
+				break
+			}
+		}
+		if len(f) < 3 || (vals-3)%3 != 0 {
 			return nil, d.errorf("a seen record of %d fields", len(f))
 		}
 		var r store.Record
@@ -432,7 +477,7 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 		if i < 0 {
 			return nil, d.errorf("message %s: class %.20q is not one of the section's", f[1], r.Class)
 		}
-		for k := 3; k < len(f); k += 3 {
+		for k := 3; k < vals; k += 3 {
 			s := store.Step{Class: f[k]}
 			if !slices.Contains(d.classes, s.Class) {
 				return nil, d.errorf("message %s: step class %.20q is not one of the section's", f[1], s.Class)
@@ -445,6 +490,21 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 			}
 			r.Steps = append(r.Steps, s)
 		}
+		if vals < len(f) && d.version < 2 {
+			return nil, d.errorf("message %s: values in a dump of version %d", f[1], d.version)
+		}
+		for _, x := range f[vals:] {
+			v, err := parseValue(x)
+			if err != nil {
+				return nil, d.errorf("message %s: value %.20q: %v", f[1], x, err)
+			}
+			r.Values = append(r.Values, v)
+			d.sum.values[i]++
+			d.sum.levels[i] += uint64(v.Level)
+		}
+		if err := store.ValidValues(r.Values); err != nil {
+			return nil, d.errorf("message %s: %v", f[1], err)
+		}
 		d.sum.messages[i]++
 		d.sum.seen++
 		return &r, nil
@@ -455,6 +515,20 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 		return nil, nil
 	}
 	return nil, d.errorf("%.40q is no record", l)
+}
+
+// parseValue parses a value, "f" measure "=" level, in decimal.
+func parseValue(s string) (store.Value, error) {
+	m, l, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(m, "f") {
+		return store.Value{}, errors.New(`not f<measure>=<level>`)
+	}
+	mi, err1 := strconv.ParseUint(m[1:], 10, 8)
+	li, err2 := strconv.ParseUint(l, 10, 16)
+	if err1 != nil || err2 != nil {
+		return store.Value{}, errors.New(`not f<measure>=<level>`)
+	}
+	return store.Value{Measure: uint8(mi), Level: uint16(li)}, nil
 }
 
 // parseHash parses a token's hash, 16 hex digits.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,8 +19,9 @@ import (
 )
 
 // trained returns a memory store with models of the global user and of
-// alice, relabels and forgets included.
-func trained(t *testing.T) *store.Memory {
+// alice, relabels and forgets included, their messages with measures'
+// values if values is set.
+func trained(t *testing.T, values bool) *store.Memory {
 	t.Helper()
 	st := store.NewMemory()
 	for _, user := range []string{"", "alice@example.org"} {
@@ -35,9 +37,17 @@ func trained(t *testing.T) *store.Memory {
 				}
 			}
 			class := []string{"spam", "ham", "news"}[i%3]
-			ops = append(ops, storetest.TrainSteps(fmt.Sprint(user, i), class, head, body,
+			op := storetest.TrainSteps(fmt.Sprint(user, i), class, head, body,
 				store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: -rng.Int64N(1000)},
-				store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000}))
+				store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000})
+			if values {
+				for m := range uint8(11) {
+					if rng.IntN(4) > 0 {
+						op.Values = append(op.Values, store.Value{Measure: m, Level: uint16(rng.IntN(store.MaxLevels))})
+					}
+				}
+			}
+			ops = append(ops, op)
 		}
 		relabel := ops[4]
 		relabel.Class = "spam"
@@ -93,9 +103,9 @@ func restoreAll(ctx context.Context, st store.Store, data io.Reader) error {
 
 func TestRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	src := trained(t)
+	src := trained(t, true)
 	first := dumpAll(t, src)
-	if !bytes.HasPrefix(first, []byte("spamd-dump 1\nuser\nclasses spam ham news\nt ")) {
+	if !bytes.HasPrefix(first, []byte("spamd-dump 2\nuser\nclasses spam ham news\nt ")) || !bytes.Contains(first, []byte(" f10=")) {
 		t.Fatalf("dump starts %q", first[:min(len(first), 60)])
 	}
 	for _, gz := range []bool{false, true} {
@@ -121,7 +131,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 				a, _ := src.Totals(ctx, u)
 				b, _ := dst.Totals(ctx, u)
-				if fmt.Sprint(a) != fmt.Sprint(b) {
+				if len(a.Samples) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
 					t.Errorf("%q: totals %v, restored %v", u, b, a)
 				}
 			}
@@ -138,7 +148,7 @@ func TestEmpty(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	const want = "spamd-dump 1\nuser nobody\nclasses\nend tokens=0 seen=0 messages= counts=\n"
+	const want = "spamd-dump 2\nuser nobody\nclasses\nend tokens=0 seen=0 messages= counts= values= levels=\n"
 	if b.String() != want {
 		t.Fatalf("got %q, want %q", b.String(), want)
 	}
@@ -161,12 +171,23 @@ func TestEmpty(t *testing.T) {
 // TestDamaged checks that every kind of damage is refused, and that a
 // restore from a damaged dump leaves no model.
 func TestDamaged(t *testing.T) {
-	good := string(dumpAll(t, trained(t)))
+	good := string(dumpAll(t, trained(t, true)))
 	lines := strings.SplitAfter(good, "\n")
 	rowLine := lines[3]
 	f := strings.Fields(rowLine)
 	f[2] += "1"
 	edited := strings.Join(f, " ") + "\n"
+	var seenLine, editedSeen, cutSeen string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "s" && strings.Contains(l, " f") {
+			seenLine = l
+			last := f[len(f)-1]
+			editedSeen = strings.TrimSuffix(l, last+"\n") + last + "1\n"
+			cutSeen = strings.TrimSuffix(l, " "+last+"\n") + "\n"
+			break
+		}
+	}
+	digest := strings.Repeat("ab", 32)
 	tests := []struct {
 		name string
 		dump string
@@ -174,8 +195,9 @@ func TestDamaged(t *testing.T) {
 	}{
 		{"empty", "", "empty"},
 		{"not a dump", "From a@b Mon Jan 1\n", "starts with"},
-		{"later version", "spamd-dump 2\n", "version"},
-		{"cut short", strings.Join(lines[:len(lines)/2], ""), "cut short"},
+		{"later version", "spamd-dump 3\n", "version"},
+		{"version 0", "spamd-dump 0\n", "version"},
+		{"cut short", strings.Join(lines[:slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "s ") })+1], ""), "cut short"},
 		{"cut mid-line", good[:len(good)/2], "line"},
 		{"cut before the end line", strings.Join(lines[:len(lines)-2], ""), "cut short"},
 		{"a row left out", strings.Replace(good, rowLine, "", 1), "damaged"},
@@ -193,6 +215,14 @@ func TestDamaged(t *testing.T) {
 		{"bad step", "spamd-dump 1\nuser\nclasses spam\ns " + strings.Repeat("ab", 32) + " spam spam x 1\n", "step"},
 		{"unknown record", "spamd-dump 1\nuser\nclasses spam\nx 1\n", "no record"},
 		{"no user line", "spamd-dump 1\nclasses spam\n", "user line"},
+		{"a level edited", strings.Replace(good, seenLine, editedSeen, 1), "damaged"},
+		{"a value left out", strings.Replace(good, seenLine, cutSeen, 1), "damaged"},
+		{"values in version 1", "spamd-dump 1\nuser\nclasses spam\ns " + digest + " spam f1=2\n", "version 1"},
+		{"values out of order", "spamd-dump 2\nuser\nclasses spam\ns " + digest + " spam f2=1 f1=2\n", "ascending"},
+		{"a measure off the grid", "spamd-dump 2\nuser\nclasses spam\ns " + digest + " spam f64=1\n", "off the grid"},
+		{"a level off the grid", "spamd-dump 2\nuser\nclasses spam\ns " + digest + " spam f1=1024\n", "off the grid"},
+		{"a malformed value", "spamd-dump 2\nuser\nclasses spam\ns " + digest + " spam f1=x\n", "value"},
+		{"a step after values", "spamd-dump 2\nuser\nclasses spam\ns " + digest + " spam f1=2 spam 1 1\n", "value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +245,38 @@ func TestDamaged(t *testing.T) {
 	}
 }
 
+// TestVersion1 reads a dump of version 1, before measures: its seen
+// records restore without values, and a dump of the restored model is
+// the same but for the version and the end lines' new fields.
+func TestVersion1(t *testing.T) {
+	ctx := context.Background()
+	v2 := string(dumpAll(t, trained(t, false)))
+	v1 := strings.Replace(v2, "spamd-dump 2\n", "spamd-dump 1\n", 1)
+	var lines []string
+	for _, l := range strings.SplitAfter(v1, "\n") {
+		if strings.HasPrefix(l, "end ") {
+			l = l[:strings.Index(l, " values=")] + "\n"
+		}
+		lines = append(lines, l)
+	}
+	v1 = strings.Join(lines, "")
+	if strings.Contains(v1, "values=") || strings.Contains(v1, " f0=") {
+		t.Fatal("the dump of version 1 made has values")
+	}
+	dst := store.NewMemory()
+	if err := restoreAll(ctx, dst, strings.NewReader(v1)); err != nil {
+		t.Fatal(err)
+	}
+	if again := string(dumpAll(t, dst)); again != v2 {
+		t.Errorf("a restored dump of version 1 dumps as\n%.300s\nnot as\n%.300s", again, v2)
+	}
+	for _, u := range []string{"", "alice@example.org"} {
+		if err := dst.Check(ctx, u); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func TestWriterRefuses(t *testing.T) {
 	w := dump.NewWriter(io.Discard)
 	if err := w.Write(store.Record{Class: "spam"}); err == nil {
@@ -232,6 +294,9 @@ func TestWriterRefuses(t *testing.T) {
 	if err := w.Write(store.Record{Counts: store.Counts{1, 0, 2, 0}}); err == nil {
 		t.Error("a row with more classes than the section")
 	}
+	if err := w.Write(store.Record{Class: "spam", Values: []store.Value{{Measure: 2}, {Measure: 1}}}); err == nil {
+		t.Error("values out of order")
+	}
 	if err := w.Close(); err == nil {
 		t.Error("Close inside a section")
 	}
@@ -243,6 +308,7 @@ func FuzzReader(f *testing.F) {
 	var good bytes.Buffer
 	st := store.NewMemory()
 	op := storetest.TrainSteps("m", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{7: 1}, store.Step{Class: "spam", Head: 5, Body: -3})
+	op.Values = []store.Value{{Measure: 0, Level: 300}, {Measure: 7, Level: 12}}
 	st.Apply(context.Background(), "u", []store.Op{op})
 	w := dump.NewWriter(&good)
 	dump.Model(context.Background(), w, st, "u")
@@ -250,6 +316,7 @@ func FuzzReader(f *testing.F) {
 	f.Add(good.Bytes())
 	f.Add([]byte("spamd-dump 1\nuser\nclasses spam ham\nend tokens=0 seen=0 messages=0,0 counts=0,0\n"))
 	f.Add([]byte("spamd-dump 1\n"))
+	f.Add([]byte("spamd-dump 1\nuser\nclasses spam\ns " + strings.Repeat("ab", 32) + " spam spam 1 2\nend tokens=0 seen=1 messages=1 counts=0\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first, ok := readBack(data)
 		if !ok {

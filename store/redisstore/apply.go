@@ -29,17 +29,8 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) ([]store
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
-	for i := range ops {
-		if c := ops[i].Class; c != "" {
-			if err := store.ValidClass(c); err != nil {
-				return nil, fmt.Errorf("apply op %d: %w", i, err)
-			}
-		}
-		for _, st := range ops[i].Steps {
-			if err := store.ValidClass(st.Class); err != nil {
-				return nil, fmt.Errorf("apply op %d: step: %w", i, err)
-			}
-		}
+	if err := store.ValidOps(ops); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
 	}
 	if err := s.enter(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
@@ -112,20 +103,21 @@ func (s *Store) register(ctx context.Context, ops []store.Op) (*classList, error
 // applyChunk runs the apply script on ops and returns the results of the
 // ops it applied, with the error that stopped it, if any.
 func (s *Store) applyChunk(ctx context.Context, user string, ops []store.Op, cl *classList) ([]store.Result, error) {
-	args := make([]string, 0, 4+5*len(ops))
+	args := make([]string, 0, 4+6*len(ops))
 	args = append(args, s.keys.base(user), strconv.Itoa(s.opts.BucketLoad), strconv.Itoa(maxSplits), strconv.Itoa(len(ops)))
 	var bag []byte
 	for i := range ops {
 		op := &ops[i]
-		class, steps := "-1", ""
+		class, steps, values := "-1", "", ""
 		if op.Class != "" {
 			class = strconv.Itoa(cl.index[op.Class])
 			steps = formatSteps(op.Steps, cl.index)
+			values = formatValues(op.Values)
 		}
 		bag = appendBag(bag[:0], op.Bag)
-		args = append(args, string(op.Digest[:]), class, steps, strconv.Itoa(op.Bag.Head()), string(bag))
+		args = append(args, string(op.Digest[:]), class, steps, strconv.Itoa(op.Bag.Head()), string(bag), values)
 	}
-	reply, err := s.scripts.apply.Exec(ctx, s.client, []string{s.keys.totals(user), s.keys.seen(user)}, args).ToArray()
+	reply, err := s.scripts.apply.Exec(ctx, s.client, []string{s.keys.totals(user), s.keys.seen(user), s.keys.samples(user)}, args).ToArray()
 	if err != nil {
 		// Whatever the call did, the node's cache of what it may have
 		// changed must go.

@@ -48,7 +48,8 @@ import (
 //     it fills nothing: invalidations may have been lost with it.
 //
 // The totals of a user follow the same rules with a sequence number for
-// the region number.
+// the region number, and so do its samples, with a sequence number of
+// their own.
 //
 // # Staleness
 //
@@ -66,6 +67,9 @@ type nodeCache struct {
 	regions  int    // regions of all users
 	maxRegs  int
 	maxUsers int
+	// sampBytes is what the users' samples take, current and stale, at
+	// most maxSamp.
+	sampBytes, maxSamp int
 }
 
 // userCache is what a node holds of one user's model.
@@ -84,6 +88,40 @@ type userCache struct {
 	tot         *totals // nil if never read
 	totOK       bool    // tot is current
 	totSeq      uint64  // invalidations of the totals
+	// samp holds the samples, current if sampOK; staleSamp those from
+	// before the connection was lost.
+	samp, staleSamp store.Samples
+	sampOK          bool
+	sampSeq         uint64 // invalidations of the samples
+}
+
+// samplesBytes returns about what samples take in memory.
+func samplesBytes(s store.Samples) int {
+	n := 0
+	for _, byClass := range s {
+		n += 24
+		for _, smp := range byClass {
+			n += 48 + 16*len(smp.Bins)
+		}
+	}
+	return n
+}
+
+// setSamplesLocked replaces uc's samples, current and stale, keeping the
+// count of bytes; past the budget, every other user's go.
+func (c *nodeCache) setSamplesLocked(uc *userCache, cur, stale store.Samples) {
+	c.sampBytes += samplesBytes(cur) + samplesBytes(stale) - samplesBytes(uc.samp) - samplesBytes(uc.staleSamp)
+	uc.samp, uc.staleSamp = cur, stale
+	if c.sampBytes <= c.maxSamp {
+		return
+	}
+	for _, other := range c.users {
+		if other != uc {
+			c.sampBytes -= samplesBytes(other.samp) + samplesBytes(other.staleSamp)
+			other.samp, other.staleSamp, other.sampOK = nil, nil, false
+			other.sampSeq++
+		}
+	}
 }
 
 type region struct {
@@ -110,6 +148,9 @@ func newNodeCache(bytes int64) *nodeCache {
 	// A region holds some 20 to 100 tokens when full; they cost some 60
 	// bytes each, against 32 a token.
 	c.maxRegs = max(c.tokens.Room()/4, 1<<16)
+	// Samples are a few kilobytes a user who trained hundreds of
+	// messages; a sixteenth of the budget keeps thousands.
+	c.maxSamp = int(bytes / 16)
 	return c
 }
 
@@ -149,6 +190,7 @@ func (c *nodeCache) dropUsersLocked() {
 	for name, uc := range c.users {
 		if name != "" {
 			c.regions -= len(uc.regions)
+			c.sampBytes -= samplesBytes(uc.samp) + samplesBytes(uc.staleSamp)
 			delete(c.users, name)
 		}
 	}
@@ -162,6 +204,7 @@ func (c *nodeCache) forgetUser(user string) {
 	defer c.mu.Unlock()
 	if uc := c.users[user]; uc != nil {
 		c.regions -= len(uc.regions)
+		c.sampBytes -= samplesBytes(uc.samp) + samplesBytes(uc.staleSamp)
 		delete(c.users, user)
 	}
 }
@@ -172,6 +215,7 @@ func (c *nodeCache) resetLocked() {
 	clear(c.users)
 	c.regions = 0
 	c.nextID = 0
+	c.sampBytes = 0
 }
 
 // newID returns a region number never given out since the last reset.
@@ -191,6 +235,7 @@ type ticket struct {
 	uc       *userCache
 	epoch    uint64
 	totSeq   uint64
+	sampSeq  uint64
 	layout   layout
 	layoutOK bool
 	// The misses: indices into the hashes, and for each its bucket at
@@ -207,7 +252,7 @@ type ticket struct {
 
 // ticket notes what a read from Redis must find unchanged to fill uc.
 func (uc *userCache) ticket() *ticket {
-	return &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, layout: uc.layout, layoutOK: uc.layoutOK}
+	return &ticket{uc: uc, epoch: uc.epoch, totSeq: uc.totSeq, sampSeq: uc.sampSeq, layout: uc.layout, layoutOK: uc.layoutOK}
 }
 
 // filling returns user's cache if a read under ticket t may fill it: it
@@ -444,6 +489,46 @@ func (c *nodeCache) getTotals(user string) (*totals, *ticket) {
 	return nil, uc.ticket()
 }
 
+// getSamples returns the cached samples of user if they are current, and
+// a ticket to fill them with otherwise.
+func (c *nodeCache) getSamples(user string) (store.Samples, *ticket) {
+	uc := c.lookupUser(user)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.users[user] == uc && uc.sampOK && !c.off {
+		return uc.samp, nil
+	}
+	return nil, uc.ticket()
+}
+
+// fillSamples puts samples read under ticket t, unless they changed since.
+func (c *nodeCache) fillSamples(user string, t *ticket, smp store.Samples) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	uc := c.filling(user, t)
+	if uc == nil || uc.sampSeq != t.sampSeq {
+		return
+	}
+	c.setSamplesLocked(uc, smp, uc.staleSamp)
+	uc.sampOK = c.users[user] == uc
+}
+
+// staleSamples returns the samples the cache holds of user, current or
+// not, and whether it holds any.
+func (c *nodeCache) staleSamples(user string) (store.Samples, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if uc := c.users[user]; uc != nil {
+		if uc.samp != nil {
+			return uc.samp, true
+		}
+		if uc.staleSamp != nil {
+			return uc.staleSamp, true
+		}
+	}
+	return nil, false
+}
+
 // staleTotals returns the totals the cache holds of user, current or not,
 // nil if none.
 func (c *nodeCache) staleTotals(user string) *totals {
@@ -541,6 +626,11 @@ func (c *nodeCache) invalidate(k keys, names []string, lost bool, classes func()
 			uc.layoutOK, uc.layoutVer, uc.tot = false, 0, nil
 			uc.totOK = false
 			uc.totSeq++
+			if uc.samp != nil {
+				c.setSamplesLocked(uc, nil, uc.samp)
+			}
+			uc.sampOK = false
+			uc.sampSeq++
 		}
 		classes()
 		return
@@ -554,6 +644,11 @@ func (c *nodeCache) invalidate(k keys, names []string, lost bool, classes func()
 			if uc := c.users[p.user]; uc != nil {
 				uc.totOK = false
 				uc.totSeq++
+			}
+		case 'd':
+			if uc := c.users[p.user]; uc != nil {
+				uc.sampOK = false
+				uc.sampSeq++
 			}
 		case 'b':
 			if uc := c.users[p.user]; uc != nil {
@@ -610,6 +705,9 @@ func (c *nodeCache) applied(user string, hashes []bow.Hash, tot *totals) {
 	} else {
 		uc.totOK = false
 	}
+	// The samples the call changed are read again.
+	uc.sampOK = false
+	uc.sampSeq++
 }
 
 // invalidateTokens drops what the node holds of the buckets of the tokens
@@ -624,6 +722,8 @@ func (c *nodeCache) invalidateTokens(user string, ops []store.Op) {
 	}
 	uc.totOK = false
 	uc.totSeq++
+	uc.sampOK = false
+	uc.sampSeq++
 	if !uc.layoutOK {
 		return
 	}

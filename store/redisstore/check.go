@@ -84,9 +84,10 @@ const checkAttempts = 5
 // Check recounts user's seen records and token rows and compares them
 // with the stored totals: per class, messages with the seen records and
 // tokens with the sum of the token counts, the vocabulary with the tokens
-// that have a count, and the rows with the fields of the buckets. It also
-// checks that every row decodes, is in the bucket its hash belongs to and
-// is not all zero. It reads the buckets some at a time, each batch in one
+// that have a count, and the rows with the fields of the buckets; and the
+// samples with those of the values the seen records hold. It also checks
+// that every row decodes, is in the bucket its hash belongs to and is not
+// all zero, and that the samples' fields are well formed. It reads the buckets some at a time, each batch in one
 // call with the totals' version, and starts again when the version moved,
 // up to a few times: a model trained all the while cannot be checked.
 func (s *Store) Check(ctx context.Context, user string) error {
@@ -125,6 +126,7 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 	tokens := make([]uint64, k)
 	var vocabulary, rows uint64
 
+	var recount store.SampleSet
 	var row []uint64
 	onRow := func(b uint64, f, v string) error {
 		rows++
@@ -172,11 +174,30 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 			r.addf("seen record %x: steps of unknown classes", d)
 		default:
 			messages[rec.class]++
+			recount.Add(rec.class, rec.values, 1)
 		}
 		return nil
 	}
-	if err := s.readModel(ctx, user, t0, onRow, onSeen); err != nil {
+	var samples store.Samples
+	onSamples := func(fv map[string]string) error {
+		var err error
+		if samples, err = parseSamples(fv); err != nil {
+			r.addf("samples: %v", err)
+		}
+		for m, byClass := range samples {
+			for c := len(cl.names); c < len(byClass); c++ {
+				if !byClass[c].Empty() {
+					r.addf("samples: measure %d of unknown class %d", m, c)
+				}
+			}
+		}
+		return nil
+	}
+	if err := s.readModel(ctx, user, t0, onRow, onSeen, onSamples); err != nil {
 		return err
+	}
+	for _, d := range samples.Differences(recount.Samples(), cl.names) {
+		r.addf("%s", d)
 	}
 
 	if len(t0.messages) > k || len(t0.tokens) > k {
@@ -204,11 +225,12 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 
 // readModel reads user's model as it was when the caller read its totals
 // t0: the buckets of t0's layout, dumpBuckets a call, each call with the
-// totals' version, then the seen records; it fails with errChanged when
-// the version moved meanwhile. It calls row with each bucket's fields and
-// values and seen with each seen record, and stops at their first error.
+// totals' version, then the seen records and the samples; it fails with
+// errChanged when the version moved meanwhile. It calls row with each
+// bucket's fields and values, seen with each seen record and samples with
+// the samples hash, and stops at their first error.
 func (s *Store) readModel(ctx context.Context, user string, t0 *totals,
-	row func(bucket uint64, f, v string) error, seen func(d, v string) error) error {
+	row func(bucket uint64, f, v string) error, seen func(d, v string) error, samples func(map[string]string) error) error {
 	err := eachBatch(t0.layout, func(batch []uint64) error {
 		t, dumps, err := s.dump(ctx, user, batch)
 		if err != nil {
@@ -243,6 +265,13 @@ func (s *Store) readModel(ctx context.Context, user string, t0 *totals,
 		if cursor = e.Cursor; cursor == 0 {
 			break
 		}
+	}
+	fv, err := s.client.Do(ctx, s.client.B().Hgetall().Key(s.keys.samples(user)).Build()).AsStrMap()
+	if err != nil {
+		return s.wrap(err)
+	}
+	if err := samples(fv); err != nil {
+		return err
 	}
 	// HSCAN reads in steps too: the version must not have moved.
 	t1, err := s.readTotals(ctx, user)

@@ -21,9 +21,10 @@ import (
 // Keys a restore stages a model under, beside the model's own and in the
 // same Cluster slot, until the commit script renames them into place.
 const (
-	stagedTotals = "Rt"
-	stagedSeen   = "Rs"
-	stagedBucket = "Rb:"
+	stagedTotals  = "Rt"
+	stagedSeen    = "Rs"
+	stagedSamples = "Rd"
+	stagedBucket  = "Rb:"
 )
 
 // Dump reads user's model as Check does, some buckets a call, each call
@@ -62,7 +63,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 		}
 	}
 	for _, d := range m.seen {
-		r := store.Record{Digest: d.digest, Class: cl.names[d.rec.class]}
+		r := store.Record{Digest: d.digest, Class: cl.names[d.rec.class], Values: d.rec.values}
 		for c := 0; 2*c+1 < len(d.rec.steps); c++ {
 			if d.rec.steps[2*c] != 0 || d.rec.steps[2*c+1] != 0 {
 				r.Steps = append(r.Steps, store.Step{Class: cl.names[c], Head: d.rec.steps[2*c], Body: d.rec.steps[2*c+1]})
@@ -123,7 +124,7 @@ func (s *Store) snapshot(ctx context.Context, user string) (*snapshot, error) {
 		}{dg, rec})
 		return nil
 	}
-	if err := s.readModel(ctx, user, t0, onRow, onSeen); err != nil {
+	if err := s.readModel(ctx, user, t0, onRow, onSeen, func(map[string]string) error { return nil }); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(m.rows, func(a, b struct {
@@ -177,8 +178,9 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 	if err := s.stage(ctx, user, m); err != nil {
 		return fmt.Errorf("restore %q: %w", user, err)
 	}
-	keys := []string{s.keys.totals(user), s.keys.seen(user), s.keys.base(user) + stagedTotals, s.keys.base(user) + stagedSeen}
-	if err := s.scripts.commit.Exec(ctx, s.client, keys, []string{s.keys.base(user)}).Error(); err != nil {
+	base := s.keys.base(user)
+	keys := []string{s.keys.totals(user), s.keys.seen(user), base + stagedTotals, base + stagedSeen, s.keys.samples(user), base + stagedSamples}
+	if err := s.scripts.commit.Exec(ctx, s.client, keys, []string{base}).Error(); err != nil {
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "spamd: exists") {
 			return fmt.Errorf("restore %q: %w (trained while it was restored)", user, store.ErrExists)
 		}
@@ -190,9 +192,10 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 // restored is a model read from a restore's records: its rows with their
 // values by the store's class indices, its seen records, its totals.
 type restored struct {
-	rows map[bow.Hash][]uint64
-	seen map[store.Digest]string // field value: the record as kept
-	tot  totals
+	rows    map[bow.Hash][]uint64
+	seen    map[store.Digest]string // field value: the record as kept
+	tot     totals
+	samples store.SampleSet
 }
 
 func (s *Store) readRecords(ctx context.Context, next func() (store.Record, error)) (*restored, error) {
@@ -263,13 +266,13 @@ func (s *Store) readRecords(ctx context.Context, next func() (store.Record, erro
 				return nil, err
 			}
 			grow(len(cl.names))
+			if err := store.ValidValues(r.Values); err != nil {
+				return nil, fmt.Errorf("message %x: %w", r.Digest, err)
+			}
 			c := cl.index[r.Class]
 			m.tot.messages[c]++
-			v := strconv.Itoa(c)
-			if st := formatSteps(r.Steps, cl.index); st != "" {
-				v += " " + st
-			}
-			m.seen[r.Digest] = v
+			m.samples.Add(c, r.Values, 1)
+			m.seen[r.Digest] = formatSeen(c, formatSteps(r.Steps, cl.index), r.Values)
 		default:
 			return nil, fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
 		}
@@ -350,6 +353,38 @@ func (s *Store) stage(ctx context.Context, user string, m *restored) error {
 	if n > 0 {
 		cmds = append(cmds, kv.Build())
 	}
+	kv, n = s.client.B().Hset().Key(base+stagedSamples).FieldValue(), 0
+	for m, byClass := range m.samples.Samples() {
+		for c, smp := range byClass {
+			if smp.N == 0 {
+				continue
+			}
+			if smp.SumSq > maxExact {
+				return fmt.Errorf("measure %d of class %d: a sum of squares past 2^53, which the scripts cannot count exactly", m, c)
+			}
+			mm := uint8(m)
+			// As the apply script keeps them: no field of zero.
+			for _, f := range []struct {
+				what string
+				v    uint64
+			}{{"n", smp.N}, {"s", smp.Sum}, {"q", smp.SumSq}} {
+				if f.v != 0 {
+					kv = kv.FieldValue(sampleField(c, mm, f.what), strconv.FormatUint(f.v, 10))
+					n++
+				}
+			}
+			for _, b := range smp.Bins {
+				kv = kv.FieldValue(sampleField(c, mm, strconv.Itoa(int(b.Level))), strconv.FormatUint(b.Count, 10))
+				if n++; n >= 1000 {
+					cmds = append(cmds, kv.Build())
+					kv, n = s.client.B().Hset().Key(base+stagedSamples).FieldValue(), 0
+				}
+			}
+		}
+	}
+	if n > 0 {
+		cmds = append(cmds, kv.Build())
+	}
 	return send()
 }
 
@@ -381,7 +416,7 @@ func (s *Store) DeleteUser(ctx context.Context, user string) error {
 
 func (s *Store) drop(ctx context.Context, user string) error {
 	base := s.keys.base(user)
-	keys := []string{s.keys.totals(user), s.keys.seen(user), base + stagedTotals, base + stagedSeen}
+	keys := []string{s.keys.totals(user), s.keys.seen(user), base + stagedTotals, base + stagedSeen, s.keys.samples(user), base + stagedSamples}
 	if err := s.scripts.drop.Exec(ctx, s.client, keys, []string{base}).Error(); err != nil {
 		return s.wrap(err)
 	}

@@ -14,15 +14,21 @@ import (
 // Key suffixes after a user's base, P{user:}. Short, since Redis keeps
 // every key name in memory, and readable in redis-cli.
 const (
-	suffixTotals = "t"  // hash: the user's totals and bucket layout
-	suffixSeen   = "s"  // hash: digest (32 bytes) → seen record (text)
-	suffixBucket = "b:" // hash, followed by the bucket's number in hex: token hash (8 bytes) → row
-	metaSuffix   = "meta"
+	suffixTotals  = "t"  // hash: the user's totals and bucket layout
+	suffixSeen    = "s"  // hash: digest (32 bytes) → seen record (text)
+	suffixSamples = "d"  // hash: "CLASS.MEASURE.LEVEL" → count, "CLASS.MEASURE.n|s|q" → moments
+	suffixBucket  = "b:" // hash, followed by the bucket's number in hex: token hash (8 bytes) → row
+	metaSuffix    = "meta"
 )
 
 // schemaVersion is the layout of keys and values this build reads, kept
-// in the meta hash.
-const schemaVersion = "1"
+// in the meta hash. Schema 2 added the measures' values to the seen
+// records and the samples hash; a store of schema 1 is one whose records
+// have no values and whose samples are empty, and Open marks it schema 2.
+const (
+	schemaVersion    = "2"
+	oldSchemaVersion = "1"
+)
 
 // keys names the keys of one store: every one starts with the prefix.
 type keys struct{ prefix string }
@@ -33,16 +39,17 @@ type keys struct{ prefix string }
 // {} Cluster ignores.
 func (k keys) base(user string) string { return k.prefix + "{" + user + ":}" }
 
-func (k keys) totals(user string) string { return k.base(user) + suffixTotals }
-func (k keys) seen(user string) string   { return k.base(user) + suffixSeen }
-func (k keys) meta() string              { return k.prefix + metaSuffix }
+func (k keys) totals(user string) string  { return k.base(user) + suffixTotals }
+func (k keys) seen(user string) string    { return k.base(user) + suffixSeen }
+func (k keys) samples(user string) string { return k.base(user) + suffixSamples }
+func (k keys) meta() string               { return k.prefix + metaSuffix }
 func (k keys) bucket(user string, b uint64) string {
 	return k.base(user) + suffixBucket + strconv.FormatUint(b, 16)
 }
 
 // parsed is what a key names.
 type parsed struct {
-	kind   byte // 'm' meta, 't' totals, 's' seen, 'b' bucket, 0 unknown
+	kind   byte // 'm' meta, 't' totals, 's' seen, 'd' samples, 'b' bucket, 0 unknown
 	user   string
 	bucket uint64
 }
@@ -68,6 +75,8 @@ func (k keys) parse(key string) parsed {
 		return parsed{kind: 't', user: user}
 	case rest == suffixSeen:
 		return parsed{kind: 's', user: user}
+	case rest == suffixSamples:
+		return parsed{kind: 'd', user: user}
 	case strings.HasPrefix(rest, suffixBucket):
 		b, err := strconv.ParseUint(rest[len(suffixBucket):], 16, 64)
 		if err != nil || b == 0 {
@@ -371,15 +380,44 @@ func parseList(s string, present bool) ([]uint64, error) {
 }
 
 // seenRec is a seen record: the index of the class a message is trained
-// as, and the steps its training added, a head and a body step per class
-// index. It is kept as text, "CLASS [HEAD BODY]...", trailing zero pairs
-// dropped: a record per message can afford readability.
+// as, the steps its training added, a head and a body step per class
+// index, and its values. It is kept as text, "CLASS [HEAD BODY]...", trailing
+// zero pairs dropped, then, for a message with values, ";" and each
+// value's measure and level, "MEASURE LEVEL...": a record per message can
+// afford readability. A record of schema 1 has no ";".
 type seenRec struct {
-	class int
-	steps []int64
+	class  int
+	steps  []int64
+	values []store.Value
 }
 
 func parseSeen(s string) (seenRec, error) {
+	s, vs, hasValues := strings.Cut(s, ";")
+	var values []store.Value
+	if hasValues {
+		f := strings.Fields(vs)
+		if len(f) == 0 || len(f)%2 != 0 {
+			return seenRec{}, fmt.Errorf("%w: seen record %q", store.ErrInconsistent, s)
+		}
+		for i := 0; i < len(f); i += 2 {
+			m, err1 := strconv.ParseUint(f[i], 10, 8)
+			l, err2 := strconv.ParseUint(f[i+1], 10, 16)
+			if err1 != nil || err2 != nil {
+				return seenRec{}, fmt.Errorf("%w: seen record values %q", store.ErrInconsistent, vs)
+			}
+			values = append(values, store.Value{Measure: uint8(m), Level: uint16(l)})
+		}
+		if err := store.ValidValues(values); err != nil {
+			return seenRec{}, fmt.Errorf("%w: seen record values %q: %w", store.ErrInconsistent, vs, err)
+		}
+	}
+	r, err := parseSteps(s)
+	r.values = values
+	return r, err
+}
+
+// parseSteps reads the class and steps of a seen record.
+func parseSteps(s string) (seenRec, error) {
 	f := strings.Fields(s)
 	if len(f) == 0 || len(f)%2 == 0 {
 		return seenRec{}, fmt.Errorf("%w: seen record %q", store.ErrInconsistent, s)
@@ -423,6 +461,106 @@ func formatSteps(steps []store.Step, index map[string]int) string {
 		b.WriteString(strconv.FormatInt(x, 10))
 	}
 	return b.String()
+}
+
+// formatValues returns values as a seen record keeps them after its ";",
+// and as the apply script takes them: "MEASURE LEVEL..." in decimal.
+func formatValues(vs []store.Value) string {
+	var b []byte
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendUint(b, uint64(v.Measure), 10)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(v.Level), 10)
+	}
+	return string(b)
+}
+
+// formatSeen returns a seen record as the seen hash keeps it.
+func formatSeen(class int, steps string, vs []store.Value) string {
+	v := strconv.Itoa(class)
+	if steps != "" {
+		v += " " + steps
+	}
+	if len(vs) > 0 {
+		v += ";" + formatValues(vs)
+	}
+	return v
+}
+
+// sampleField names a field of the samples hash: a level's count, or
+// with what "n", "s" or "q", a moment.
+func sampleField(class int, measure uint8, what string) string {
+	return strconv.Itoa(class) + "." + strconv.Itoa(int(measure)) + "." + what
+}
+
+// parseSamples reads the fields and values of a samples hash into
+// samples by measure and class, checking that every count is positive,
+// every field well formed and every sample's moments those of its levels.
+func parseSamples(fv map[string]string) (store.Samples, error) {
+	type acc struct {
+		hist       map[uint16]uint64
+		n, sum, sq uint64
+	}
+	byKey := map[[2]int]*acc{}
+	get := func(c, m int) *acc {
+		a := byKey[[2]int{m, c}]
+		if a == nil {
+			a = &acc{hist: map[uint16]uint64{}}
+			byKey[[2]int{m, c}] = a
+		}
+		return a
+	}
+	for f, v := range fv {
+		parts := strings.Split(f, ".")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("%w: samples field %q", store.ErrInconsistent, f)
+		}
+		c, err1 := strconv.Atoi(parts[0])
+		m, err2 := strconv.ParseUint(parts[1], 10, 8)
+		n, err3 := strconv.ParseUint(v, 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || c < 0 || m >= store.MaxMeasures || n == 0 || n > maxExact {
+			return nil, fmt.Errorf("%w: samples field %q = %q", store.ErrInconsistent, f, v)
+		}
+		a := get(c, int(m))
+		switch parts[2] {
+		case "n":
+			a.n = n
+		case "s":
+			a.sum = n
+		case "q":
+			a.sq = n
+		default:
+			l, err := strconv.ParseUint(parts[2], 10, 16)
+			if err != nil || l >= store.MaxLevels {
+				return nil, fmt.Errorf("%w: samples field %q", store.ErrInconsistent, f)
+			}
+			a.hist[uint16(l)] = n
+		}
+	}
+	var out store.Samples
+	for k, a := range byKey {
+		m, c := k[0], k[1]
+		h := make([]uint64, store.MaxLevels)
+		for l, n := range a.hist {
+			h[l] = n
+		}
+		smp := store.SampleOfHistogram(h)
+		if smp.N != a.n || smp.Sum != a.sum || smp.SumSq != a.sq {
+			return nil, fmt.Errorf("%w: measure %d of class %d: count %d, sum %d, sum of squares %d, but the levels hold %d, %d, %d",
+				store.ErrInconsistent, m, c, a.n, a.sum, a.sq, smp.N, smp.Sum, smp.SumSq)
+		}
+		for len(out) <= m {
+			out = append(out, nil)
+		}
+		for len(out[m]) <= c {
+			out[m] = append(out[m], store.Sample{})
+		}
+		out[m][c] = smp
+	}
+	return out, nil
 }
 
 // appendBag appends the bag as the apply script reads it: 12 bytes a

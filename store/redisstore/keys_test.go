@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/storetest"
 )
 
 func TestKeys(t *testing.T) {
@@ -18,6 +20,7 @@ func TestKeys(t *testing.T) {
 	}{
 		{k.meta(), parsed{kind: 'm'}},
 		{k.totals(""), parsed{kind: 't'}},
+		{k.samples("al"), parsed{kind: 'd', user: "al"}},
 		{k.totals("alice@example.org"), parsed{kind: 't', user: "alice@example.org"}},
 		{k.seen("a"), parsed{kind: 's', user: "a"}},
 		{k.bucket("a", 1), parsed{kind: 'b', user: "a", bucket: 1}},
@@ -139,9 +142,50 @@ func TestSeenRecords(t *testing.T) {
 	if err != nil || rec.class != 1 || !slices.Equal(rec.steps, []int64{5, 0, -7, 2}) {
 		t.Errorf("parseSeen = %+v, %v", rec, err)
 	}
-	for _, bad := range []string{"", "x", "-1", "1 2"} {
+	for _, bad := range []string{"", "x", "-1", "1 2", "1;", "1;3", "1;3 x", "1;64 1", "1;1 1024", "1;2 1 1 1", "1 2;1 1"} {
 		if _, err := parseSeen(bad); err == nil {
 			t.Errorf("parseSeen(%q) accepted", bad)
+		}
+	}
+	values := []store.Value{{Measure: 0, Level: 412}, {Measure: 10, Level: 3}}
+	v := formatSeen(1, s, values)
+	if v != "1 5 0 -7 2;0 412 10 3" {
+		t.Errorf("formatSeen = %q", v)
+	}
+	rec, err = parseSeen(v)
+	if err != nil || rec.class != 1 || !slices.Equal(rec.steps, []int64{5, 0, -7, 2}) || !slices.Equal(rec.values, values) {
+		t.Errorf("parseSeen(%q) = %+v, %v", v, rec, err)
+	}
+	if v := formatSeen(0, "", nil); v != "0" {
+		t.Errorf("formatSeen of a record with neither steps nor values = %q", v)
+	}
+}
+
+func TestSamplesHash(t *testing.T) {
+	fv := map[string]string{
+		"1.0.7": "3", "1.0.1000": "1", "1.0.n": "4", "1.0.s": "1021", "1.0.q": "1000147",
+		"0.3.9": "1", "0.3.n": "1", "0.3.s": "9", "0.3.q": "81",
+	}
+	got, err := parseSamples(fv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Samples{0: {{}, storetest.SampleOf(7, 7, 7, 1000)}, 3: {storetest.SampleOf(9)}}
+	if d := got.Differences(want, nil); len(d) > 0 {
+		t.Errorf("parseSamples: %q", d)
+	}
+	for _, bad := range []map[string]string{
+		{"1.0.7": "3"},               // no moments
+		{"1.0.7": "0", "1.0.n": "0"}, // a zero kept
+		{"1.0": "1"},                 // malformed field
+		{"x.0.n": "1"},               // malformed class
+		{"1.64.n": "1"},              // measure off the grid
+		{"1.0.1024": "1", "1.0.n": "1", "1.0.s": "1024", "1.0.q": "1048576"}, // level off the grid
+		{"1.0.7": "x"}, // not a number
+		{"1.0.7": "1", "1.0.n": "1", "1.0.s": "7", "1.0.q": "48"}, // moments off
+	} {
+		if _, err := parseSamples(bad); !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("parseSamples(%v): %v, want ErrInconsistent", bad, err)
 		}
 	}
 }

@@ -11,7 +11,8 @@
 //
 //	P meta             hash: schema, and the class list ("spam,ham")
 //	P{user:}t          hash: the user's totals, its bucket layout and version
-//	P{user:}s          hash: digest (32 bytes) → seen record, "CLASS [HEAD BODY]..."
+//	P{user:}s          hash: digest (32 bytes) → seen record, "CLASS [HEAD BODY]...[;MEASURE LEVEL...]"
+//	P{user:}d          hash: the measures' samples, "CLASS.MEASURE.LEVEL" → count, and their moments
 //	P{user:}b:<hex>    hash: a bucket of token rows, hash (8 bytes) → row
 //
 // # Memory
@@ -78,11 +79,21 @@
 // break the totals. Run Redis with maxmemory-policy noeviction; see
 // docs/cluster.md.
 //
+// # Schema 1
+//
+// A store of schema 1, before measures, is one of schema 2 whose seen
+// records have no values and whose samples are empty: Open marks it
+// schema 2, in one atomic step. Nodes of a build that reads schema 1 then
+// refuse to open it; those running keep training without values, which
+// Check reports: upgrade every node together.
+//
 // # Limits
 //
 // A user's model lives in one Cluster slot: Cluster spreads users, not
-// one user's tokens. Counts, weights and totals are exact up to 2^53
-// (the scripts compute in Lua's doubles); an op that would pass that fails.
+// one user's tokens. Counts, weights, totals and samples are exact up to
+// 2^53 (the scripts compute in Lua's doubles); an op that would pass that
+// fails. A sample's sum of squares reaches 2^53 after some 8 billion
+// messages of one class.
 // Check reads a model in many calls, not in one snapshot, and retries
 // while training changes it.
 package redisstore
@@ -345,7 +356,18 @@ func (s *Store) loadMeta(ctx context.Context) error {
 	if len(vals) != 2 {
 		return fmt.Errorf("read the meta hash: %d values", len(vals))
 	}
-	if schema, err := vals[0].ToString(); err == nil && schema != schemaVersion {
+	if schema, err := vals[0].ToString(); err == nil && schema == oldSchemaVersion {
+		// Seen records of schema 1 are records without values, and its
+		// samples are none: marking the store is all there is to do.
+		to, err := s.scripts.upgrade.Exec(ctx, s.client, []string{s.keys.meta()}, []string{oldSchemaVersion, schemaVersion}).ToString()
+		if err != nil {
+			return fmt.Errorf("convert from schema %s: %w", oldSchemaVersion, s.wrap(err))
+		}
+		s.log.Info("redisstore: converted the store", "from_schema", oldSchemaVersion, "to_schema", to)
+		if to != schemaVersion {
+			return fmt.Errorf("%w: schema %q, this build reads %q", ErrSchema, to, schemaVersion)
+		}
+	} else if err == nil && schema != schemaVersion {
 		return fmt.Errorf("%w: schema %q, this build reads %q", ErrSchema, schema, schemaVersion)
 	}
 	names, _ := vals[1].ToString()
@@ -559,7 +581,44 @@ func (s *Store) Totals(ctx context.Context, user string) (store.Totals, error) {
 			return store.Totals{}, fmt.Errorf("totals %q: %w", user, err)
 		}
 	}
-	return s.publicTotals(ctx, t)
+	out, err := s.publicTotals(ctx, t)
+	if err != nil {
+		return store.Totals{}, err
+	}
+	if out.Samples, err = s.samples(ctx, user); err != nil {
+		return store.Totals{}, fmt.Errorf("samples %q: %w", user, err)
+	}
+	return out, nil
+}
+
+// samples returns user's samples: from the cache when it holds them
+// current, else from Redis; when Redis does not answer, from the cache
+// even if stale, or none, which leaves the measures out of the score
+// rather than fail it.
+func (s *Store) samples(ctx context.Context, user string) (store.Samples, error) {
+	smp, tk := s.cache.getSamples(user)
+	if tk == nil {
+		return smp, nil
+	}
+	if !s.skipRedis() {
+		rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+		fv, err := s.client.Do(rctx, s.client.B().Hgetall().Key(s.keys.samples(user)).Build()).AsStrMap()
+		cancel()
+		if err == nil {
+			s.answered()
+			smp, err := parseSamples(fv)
+			if err != nil {
+				return nil, err
+			}
+			s.cache.fillSamples(user, tk, smp)
+			return smp, nil
+		}
+		if !s.unavailable(ctx, err) || s.opts.NoStaleReads {
+			return nil, s.wrap(err)
+		}
+	}
+	smp, _ = s.cache.staleSamples(user)
+	return smp, nil
 }
 
 // fetchTotals reads user's totals from Redis, or from the cache, stale,

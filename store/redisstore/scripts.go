@@ -25,13 +25,15 @@ var (
 	luaCommit string
 	//go:embed lua/drop.lua
 	luaDrop string
+	//go:embed lua/upgrade.lua
+	luaUpgrade string
 )
 
 // scripts are the scripts a store runs, each sent once per server with
 // SCRIPT LOAD's hash (EVALSHA) and again whole when a server does not
 // know it yet (after a restart or a failover).
 type scripts struct {
-	lookup, dump, apply, register, commit, drop *rueidis.Lua
+	lookup, dump, apply, register, commit, drop, upgrade *rueidis.Lua
 }
 
 func newScripts() scripts {
@@ -42,5 +44,6 @@ func newScripts() scripts {
 		register: rueidis.NewLuaScript("#!lua\n" + luaRegister),
 		commit:   rueidis.NewLuaScript("#!lua\n" + luaCommon + luaCommit),
 		drop:     rueidis.NewLuaScript("#!lua\n" + luaCommon + luaDrop),
+		upgrade:  rueidis.NewLuaScript("#!lua\n" + luaUpgrade),
 	}
 }

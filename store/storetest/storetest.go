@@ -34,6 +34,7 @@ type Opener func(t *testing.T) store.Store
 func Run(t *testing.T, open Opener) {
 	t.Run("scenarios", func(t *testing.T) { testScenarios(t, open) })
 	t.Run("weights", func(t *testing.T) { testWeights(t, open) })
+	t.Run("measures", func(t *testing.T) { testMeasures(t, open) })
 	t.Run("dump and restore", func(t *testing.T) { testDumpRestore(t, open) })
 	t.Run("restore refuses and undoes", func(t *testing.T) { testRestoreFails(t, open) })
 	t.Run("delete user", func(t *testing.T) { testDeleteUser(t, open) })
@@ -81,6 +82,19 @@ type State struct {
 	Weights map[bow.Hash]map[string]int64
 	// Seen maps message names to the class they are trained as ("" none).
 	Seen map[string]string
+	// Values lists, by class and measure, the levels of the values the
+	// class's samples hold, in any order; every sample not listed must be
+	// empty.
+	Values map[string]map[uint8][]uint16
+}
+
+// SampleOf returns the sample of the levels ls.
+func SampleOf(ls ...uint16) store.Sample {
+	h := make([]uint64, store.MaxLevels)
+	for _, l := range ls {
+		h[l]++
+	}
+	return store.SampleOfHistogram(h)
 }
 
 // Expect fails t unless user's model in s is in state want and passes Check.
@@ -143,6 +157,7 @@ func Expect(t *testing.T, s store.Store, user string, want State) {
 			t.Errorf("Lookup(%q, %x) = %v: more values than %d classes have", user, h, counts[i], len(tot.Classes))
 		}
 	}
+	expectSamples(t, user, tot, want.Values)
 	for name, class := range want.Seen {
 		got, err := s.Seen(ctx, user, D(name))
 		if err != nil {
@@ -154,6 +169,33 @@ func Expect(t *testing.T, s store.Store, user string, want State) {
 	}
 	if err := s.Check(ctx, user); err != nil {
 		t.Errorf("Check(%q): %v", user, err)
+	}
+}
+
+// expectSamples fails t unless tot's samples are those of want.
+func expectSamples(t *testing.T, user string, tot store.Totals, want map[string]map[uint8][]uint16) {
+	t.Helper()
+	for class, byMeasure := range want {
+		if c := tot.Index(class); c < 0 {
+			t.Errorf("Totals(%q) has no class %q for its values", user, class)
+			continue
+		}
+		for m := range byMeasure {
+			if int(m) >= len(tot.Samples) {
+				t.Errorf("Totals(%q).Samples has no measure %d", user, m)
+			}
+		}
+	}
+	for m, byClass := range tot.Samples {
+		for c, got := range byClass {
+			var w store.Sample
+			if c < len(tot.Classes) {
+				w = SampleOf(want[tot.Classes[c]][uint8(m)]...)
+			}
+			if !got.Equal(w) {
+				t.Errorf("Totals(%q).Samples[%d][%d] = %+v, want %+v", user, m, c, got, w)
+			}
+		}
 	}
 }
 
@@ -433,6 +475,173 @@ func testWeights(t *testing.T, open Opener) {
 	runScenarios(t, open, tests)
 }
 
+// TrainValues returns an op training message name as class, with the
+// body bag and the measures' values given.
+func TrainValues(name, class string, body map[bow.Hash]uint32, values ...store.Value) store.Op {
+	return store.Op{Digest: D(name), Class: class, Bag: bow.FromMaps(nil, body), Values: values}
+}
+
+func testMeasures(t *testing.T, open Opener) {
+	bag := map[bow.Hash]uint32{1: 1}
+	v := func(m uint8, l uint16) store.Value { return store.Value{Measure: m, Level: l} }
+	one := State{Messages: map[string]uint64{"spam": 1}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+		Counts: map[bow.Hash]map[string]uint64{1: {"spam": 1}}}
+	tests := []scenario{
+		{
+			name: "training adds each value to its class and measure",
+			calls: []call{{[]store.Op{
+				TrainValues("m1", "spam", bag, v(0, 10), v(3, 1023)),
+				TrainValues("m2", "spam", nil, v(0, 10), v(2, 0)),
+				TrainValues("m3", "ham", nil, v(0, 700)),
+			}, []store.Result{{Changed: true}, {Changed: true}, {Changed: true}}}},
+			want: State{
+				Messages: map[string]uint64{"spam": 2, "ham": 1}, Tokens: map[string]uint64{"spam": 1}, Vocabulary: 1,
+				Counts: map[bow.Hash]map[string]uint64{1: {"spam": 1}},
+				Values: map[string]map[uint8][]uint16{"spam": {0: {10, 10}, 2: {0}, 3: {1023}}, "ham": {0: {700}}},
+			},
+		},
+		{
+			name: "relabel takes back the values recorded and adds the op's",
+			calls: []call{
+				{[]store.Op{TrainValues("m1", "spam", bag, v(0, 10), v(3, 5))}, []store.Result{{Changed: true}}},
+				{[]store.Op{TrainValues("m1", "ham", bag, v(0, 99))}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 0, "ham": 1}, Tokens: map[string]uint64{"ham": 1}, Vocabulary: 1,
+				Counts: map[bow.Hash]map[string]uint64{1: {"ham": 1}},
+				Values: map[string]map[uint8][]uint16{"ham": {0: {99}}},
+			},
+		},
+		{
+			name: "forgetting takes back the values recorded, not the op's",
+			calls: []call{
+				{[]store.Op{TrainValues("m1", "spam", bag, v(0, 10), v(3, 5)), TrainValues("m2", "spam", nil, v(0, 11))}, []store.Result{{Changed: true}, {Changed: true}}},
+				{[]store.Op{{Digest: D("m1"), Bag: bow.FromMaps(nil, bag), Values: []store.Value{v(0, 11)}}}, []store.Result{{Prev: "spam", Changed: true}}},
+			},
+			want: State{
+				Messages: map[string]uint64{"spam": 1}, Counts: map[bow.Hash]map[string]uint64{1: nil},
+				Values: map[string]map[uint8][]uint16{"spam": {0: {11}}},
+			},
+		},
+		{
+			name: "retraining as the same class keeps the first values",
+			calls: []call{
+				{[]store.Op{TrainValues("m1", "spam", bag, v(0, 10))}, []store.Result{{Changed: true}}},
+				{[]store.Op{TrainValues("m1", "spam", bag, v(0, 500), v(1, 1))}, []store.Result{{Prev: "spam"}}},
+			},
+			want: func() State {
+				s := one
+				s.Values = map[string]map[uint8][]uint16{"spam": {0: {10}}}
+				return s
+			}(),
+		},
+		{
+			name: "a message without values adds none",
+			calls: []call{
+				{[]store.Op{TrainValues("m1", "spam", bag)}, []store.Result{{Changed: true}}},
+			},
+			want: one,
+		},
+	}
+	runScenarios(t, open, tests)
+
+	t.Run("untraining restores the samples exactly", func(t *testing.T) {
+		s := openClosing(t, open)
+		ctx := context.Background()
+		rng := rand.New(rand.NewPCG(5, 6))
+		values := func() []store.Value {
+			var out []store.Value
+			for m := range uint8(11) {
+				if rng.IntN(5) > 0 {
+					out = append(out, v(m, uint16(rng.IntN(store.MaxLevels))))
+				}
+			}
+			return out
+		}
+		var base []store.Op
+		for i := range 50 {
+			base = append(base, TrainValues(fmt.Sprint("base", i), []string{"spam", "ham"}[i%2], bag, values()...))
+		}
+		if _, err := s.Apply(ctx, "u", base); err != nil {
+			t.Fatal(err)
+		}
+		before := samplesOf(t, s, "u")
+		var more, forget []store.Op
+		for i := range 40 {
+			op := TrainValues(fmt.Sprint("more", i), []string{"spam", "ham"}[rng.IntN(2)], bag, values()...)
+			more = append(more, op)
+			forget = append(forget, store.Op{Digest: op.Digest, Bag: op.Bag})
+		}
+		// Relabel some of the base messages there and back too.
+		for i := range 10 {
+			other := []string{"ham", "spam"}[i%2]
+			more = append(more, TrainValues(fmt.Sprint("base", i), other, bag, values()...))
+			forget = append(forget, base[i])
+		}
+		if _, err := s.Apply(ctx, "u", more); err != nil {
+			t.Fatal(err)
+		}
+		if during := samplesOf(t, s, "u"); samplesEqual(during, before) {
+			t.Fatal("training 50 more messages left the samples as they were")
+		}
+		if _, err := s.Apply(ctx, "u", forget); err != nil {
+			t.Fatal(err)
+		}
+		if after := samplesOf(t, s, "u"); !samplesEqual(after, before) {
+			t.Errorf("after untraining, the samples are\n%+v\nnot as before\n%+v", after, before)
+		}
+		if err := s.Check(ctx, "u"); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("invalid values apply nothing", func(t *testing.T) {
+		s := openClosing(t, open)
+		ctx := context.Background()
+		for _, vs := range [][]store.Value{
+			{v(3, 1), v(2, 1)},
+			{v(3, 1), v(3, 2)},
+			{v(store.MaxMeasures, 0)},
+			{v(0, store.MaxLevels)},
+		} {
+			ops := []store.Op{TrainValues("ok", "spam", bag, v(0, 1)), TrainValues("bad", "spam", bag, vs...)}
+			res, err := s.Apply(ctx, "u", ops)
+			if !errors.Is(err, store.ErrInvalidValue) || len(res) != 0 {
+				t.Errorf("values %v: Apply = %v, %v; want no result and ErrInvalidValue", vs, res, err)
+			}
+		}
+		Expect(t, s, "u", State{Counts: map[bow.Hash]map[string]uint64{1: nil}, Seen: map[string]string{"ok": ""}})
+	})
+}
+
+// samplesOf returns user's samples, by class name and measure.
+func samplesOf(t *testing.T, s store.Store, user string) map[string]map[int]store.Sample {
+	t.Helper()
+	tot, err := s.Totals(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[int]store.Sample{}
+	for m, byClass := range tot.Samples {
+		for c, smp := range byClass {
+			if smp.Empty() {
+				continue
+			}
+			if out[tot.Classes[c]] == nil {
+				out[tot.Classes[c]] = map[int]store.Sample{}
+			}
+			out[tot.Classes[c]][m] = smp
+		}
+	}
+	return out
+}
+
+func samplesEqual(a, b map[string]map[int]store.Sample) bool {
+	return maps.EqualFunc(a, b, func(x, y map[int]store.Sample) bool {
+		return maps.EqualFunc(x, y, store.Sample.Equal)
+	})
+}
+
 func testClassOrder(t *testing.T, open Opener) {
 	s := openClosing(t, open)
 	ctx := context.Background()
@@ -642,6 +851,7 @@ func testLookup(t *testing.T, open Opener) {
 type reference struct {
 	seen     map[store.Digest]string
 	steps    map[store.Digest][]store.Step
+	values   map[store.Digest][]store.Value
 	counts   map[bow.Hash]map[string]uint64
 	weights  map[bow.Hash]map[string]int64
 	messages map[string]uint64
@@ -652,6 +862,7 @@ func newReference() *reference {
 	return &reference{
 		seen:     map[store.Digest]string{},
 		steps:    map[store.Digest][]store.Step{},
+		values:   map[store.Digest][]store.Value{},
 		counts:   map[bow.Hash]map[string]uint64{},
 		weights:  map[bow.Hash]map[string]int64{},
 		messages: map[string]uint64{},
@@ -695,6 +906,7 @@ func (r *reference) apply(op store.Op) store.Result {
 		}
 		delete(r.seen, op.Digest)
 		delete(r.steps, op.Digest)
+		delete(r.values, op.Digest)
 	}
 	if op.Class != "" {
 		for i, h := range hashes {
@@ -713,6 +925,7 @@ func (r *reference) apply(op store.Op) store.Result {
 		r.messages[op.Class]++
 		r.seen[op.Digest] = op.Class
 		r.steps[op.Digest] = op.Steps
+		r.values[op.Digest] = op.Values
 	}
 	// A row goes once everything in it is zero.
 	for _, h := range hashes {
@@ -722,6 +935,21 @@ func (r *reference) apply(op store.Op) store.Result {
 		}
 	}
 	return store.Result{Prev: prev, Changed: true}
+}
+
+// levels returns the levels of the values of the messages trained, by
+// class and measure.
+func (r *reference) levels() map[string]map[uint8][]uint16 {
+	out := map[string]map[uint8][]uint16{}
+	for d, class := range r.seen {
+		for _, v := range r.values[d] {
+			if out[class] == nil {
+				out[class] = map[uint8][]uint16{}
+			}
+			out[class][v.Measure] = append(out[class][v.Measure], v.Level)
+		}
+	}
+	return out
 }
 
 // step adds steps times n to the weights of token h, in the head or body.
@@ -778,6 +1006,15 @@ func testRandom(t *testing.T, open Opener) {
 		}
 		return out
 	}
+	values := func() []store.Value {
+		var out []store.Value
+		for m := range uint8(6) {
+			if rng.IntN(4) > 0 {
+				out = append(out, store.Value{Measure: 3 * m, Level: uint16(rng.IntN(store.MaxLevels))})
+			}
+		}
+		return out
+	}
 	allHashes := make([]bow.Hash, 500)
 	for i := range allHashes {
 		allHashes[i] = bow.Hash(i)
@@ -791,7 +1028,7 @@ func testRandom(t *testing.T, open Opener) {
 			if rng.IntN(20) == 0 { // a caller passing the wrong bag
 				bag = bags[rng.IntN(messages)]
 			}
-			ops[i] = store.Op{Digest: D(fmt.Sprint(m)), Class: classes[rng.IntN(len(classes))], Bag: bag, Steps: steps()}
+			ops[i] = store.Op{Digest: D(fmt.Sprint(m)), Class: classes[rng.IntN(len(classes))], Bag: bag, Steps: steps(), Values: values()}
 		}
 		got, err := s.Apply(ctx, u, ops)
 		if err != nil {
@@ -808,6 +1045,7 @@ func testRandom(t *testing.T, open Opener) {
 		want := State{
 			Messages: ref.messages, Tokens: ref.tokens, Vocabulary: ref.vocabulary(),
 			Counts: map[bow.Hash]map[string]uint64{}, Weights: ref.weights, Seen: map[string]string{},
+			Values: ref.levels(),
 		}
 		for _, h := range allHashes {
 			want.Counts[h] = ref.counts[h]
@@ -981,6 +1219,7 @@ func BenchApply(b *testing.B, s store.Store) {
 	for b.Loop() {
 		for j := range ops {
 			ops[j] = Train(fmt.Sprint("bench", n), []string{"spam", "ham"}[rng.IntN(2)], bags[rng.IntN(len(bags))])
+			ops[j].Values = benchValues(rng)
 			n++
 		}
 		if _, err := s.Apply(ctx, "", ops); err != nil {
@@ -988,6 +1227,16 @@ func BenchApply(b *testing.B, s store.Store) {
 		}
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// benchValues returns the values of a message's eleven measures, the
+// levels drawn around a few hundred, as a message's are.
+func benchValues(rng *rand.Rand) []store.Value {
+	vs := make([]store.Value, 11)
+	for m := range vs {
+		vs[m] = store.Value{Measure: uint8(m), Level: uint16(min(store.MaxLevels-1, max(0, 400+int(100*rng.NormFloat64()))))}
+	}
+	return vs
 }
 
 // benchVocab is the number of distinct tokens benchmark messages draw from,
@@ -1044,9 +1293,19 @@ func trainSome(t *testing.T, s store.Store, user string, seed uint64) []store.Op
 			}
 		}
 		class := []string{"spam", "ham", "news"}[i%3]
-		ops = append(ops, TrainSteps(fmt.Sprint(user, i), class, head, body,
+		op := TrainSteps(fmt.Sprint(user, i), class, head, body,
 			store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: rng.Int64N(2000) - 1000},
-			store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000}))
+			store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000})
+		for m := range uint8(5) {
+			if rng.IntN(3) > 0 {
+				op.Values = append(op.Values, store.Value{Measure: 2 * m, Level: uint16(rng.IntN(store.MaxLevels))})
+			}
+		}
+		if class == "ham" {
+			// Values all at level 0: a sample whose sum is 0.
+			op.Values = append(op.Values, store.Value{Measure: 9, Level: 0})
+		}
+		ops = append(ops, op)
 	}
 	relabel := ops[3]
 	relabel.Class, relabel.Steps = "spam", []store.Step{{Class: "ham", Body: 7}}
@@ -1062,15 +1321,17 @@ func trainSome(t *testing.T, s store.Store, user string, seed uint64) []store.Op
 // dumped is a dump with rows and steps by class name, so that dumps of
 // stores with other class orders compare.
 type dumped struct {
-	rows map[bow.Hash]map[string][2]int64
-	seen map[store.Digest]string
-	step map[store.Digest]map[string][2]int64
-	keys []string // the order records came in, to check it
+	rows   map[bow.Hash]map[string][2]int64
+	seen   map[store.Digest]string
+	step   map[store.Digest]map[string][2]int64
+	values map[store.Digest]string
+	keys   []string // the order records came in, to check it
 }
 
 func dumpOf(t *testing.T, s store.Store, user string) dumped {
 	t.Helper()
-	d := dumped{rows: map[bow.Hash]map[string][2]int64{}, seen: map[store.Digest]string{}, step: map[store.Digest]map[string][2]int64{}}
+	d := dumped{rows: map[bow.Hash]map[string][2]int64{}, seen: map[store.Digest]string{}, step: map[store.Digest]map[string][2]int64{},
+		values: map[store.Digest]string{}}
 	var classes []string
 	n := 0
 	err := s.Dump(context.Background(), user, func(r store.Record) error {
@@ -1097,6 +1358,7 @@ func dumpOf(t *testing.T, s store.Store, user string) dumped {
 				st[x.Class] = [2]int64{x.Head, x.Body}
 			}
 			d.step[r.Digest] = st
+			d.values[r.Digest] = fmt.Sprint(r.Values)
 			d.keys = append(d.keys, fmt.Sprintf("2%x", r.Digest))
 		default:
 			t.Errorf("Dump: record %d is empty: %+v", n, r)
@@ -1143,6 +1405,9 @@ func equalDumps(t *testing.T, got, want dumped) {
 	}
 	if !maps.EqualFunc(got.step, want.step, maps.Equal) {
 		t.Error("steps differ")
+	}
+	if !maps.Equal(got.values, want.values) {
+		t.Error("values differ")
 	}
 }
 
@@ -1191,6 +1456,9 @@ func testDumpRestore(t *testing.T, open Opener) {
 		if a.Vocabulary != b.Vocabulary {
 			t.Errorf("%s: vocabulary %d, restored %d", user, a.Vocabulary, b.Vocabulary)
 		}
+		if got, want := samplesOf(t, dst, user), samplesOf(t, src, "alice"); len(want) == 0 || !samplesEqual(got, want) {
+			t.Errorf("%s: samples %+v, restored %+v", user, want, got)
+		}
 		if err := dst.Check(ctx, user); err != nil {
 			t.Errorf("Check(%q) after restore: %v", user, err)
 		}
@@ -1210,6 +1478,9 @@ func testDumpRestore(t *testing.T, open Opener) {
 		}
 	}
 	equalDumps(t, dumpOf(t, dst, "alice"), dumpOf(t, src, "alice"))
+	if !samplesEqual(samplesOf(t, dst, "alice"), samplesOf(t, src, "alice")) {
+		t.Error("after forgetting a message, the samples of the restored model differ from the original's")
+	}
 	if err := dst.Check(ctx, "alice"); err != nil {
 		t.Error(err)
 	}

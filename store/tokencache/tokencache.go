@@ -279,20 +279,36 @@ func (t *Table) Reset() {
 	clear(t.wide.m)
 }
 
-// Bounded is a map of at most max entries that evicts entries at random
-// when full. Random eviction needs no bookkeeping on the read path, which
-// is what matters here: a hit costs one map lookup under a shared lock,
-// and the hot tokens of mail (Zipf-distributed) come straight back after
-// an unlucky eviction. Like a Table, it is not safe for concurrent use.
+// Bounded is a map of at most max entries, or of entries of at most max
+// bytes in all, that evicts entries at random when full. Random eviction
+// needs no bookkeeping on the read path, which is what matters here: a hit
+// costs one map lookup under a shared lock, and the hot tokens of mail
+// (Zipf-distributed) come straight back after an unlucky eviction. Like a
+// Table, it is not safe for concurrent use.
 type Bounded[K comparable, V any] struct {
-	m   map[K]V
-	max int
+	m    map[K]V
+	max  int
+	used int
+	size func(V) int // nil: each entry counts 1
 }
 
 // NewBounded returns an empty map of at most max entries; one of max 0
 // holds nothing.
 func NewBounded[K comparable, V any](max int) Bounded[K, V] {
 	return Bounded[K, V]{m: make(map[K]V), max: max}
+}
+
+// NewSized returns an empty map of entries of at most max bytes in all,
+// an entry taking size(v) bytes; an entry bigger than max is not kept.
+func NewSized[K comparable, V any](max int, size func(V) int) Bounded[K, V] {
+	return Bounded[K, V]{m: make(map[K]V), max: max, size: size}
+}
+
+func (b *Bounded[K, V]) sizeOf(v V) int {
+	if b.size == nil {
+		return 1
+	}
+	return max(b.size(v), 1)
 }
 
 // Get returns the value of k and whether there is one.
@@ -303,29 +319,44 @@ func (b *Bounded[K, V]) Get(k K) (V, bool) {
 
 // Put sets the value of k, evicting others at random if the map is full.
 func (b *Bounded[K, V]) Put(k K, v V) {
-	if b.max <= 0 {
+	n := b.sizeOf(v)
+	if old, ok := b.m[k]; ok {
+		b.used -= b.sizeOf(old)
+		delete(b.m, k)
+	}
+	if n > b.max {
 		return
 	}
-	if _, ok := b.m[k]; !ok && len(b.m) >= b.max {
+	for b.used+n > b.max {
 		// Evicting a slice of the map at once keeps the cost of starting
 		// a map iteration off most puts. Go starts each iteration at a
 		// random place, which makes the victims random.
-		n := b.max/64 + 1
-		for victim := range b.m {
+		evict := len(b.m)/64 + 1
+		for victim, old := range b.m {
+			b.used -= b.sizeOf(old)
 			delete(b.m, victim)
-			if n--; n == 0 {
+			if evict--; evict == 0 {
 				break
 			}
 		}
 	}
 	b.m[k] = v
+	b.used += n
 }
 
 // Delete removes k.
-func (b *Bounded[K, V]) Delete(k K) { delete(b.m, k) }
+func (b *Bounded[K, V]) Delete(k K) {
+	if old, ok := b.m[k]; ok {
+		b.used -= b.sizeOf(old)
+		delete(b.m, k)
+	}
+}
 
 // Len returns the number of entries.
 func (b *Bounded[K, V]) Len() int { return len(b.m) }
 
 // Clear removes every entry.
-func (b *Bounded[K, V]) Clear() { clear(b.m) }
+func (b *Bounded[K, V]) Clear() {
+	clear(b.m)
+	b.used = 0
+}

@@ -29,6 +29,36 @@ func TestBoundedMap(t *testing.T) {
 	}
 }
 
+func TestSizedMap(t *testing.T) {
+	m := NewSized[int, []byte](1000, func(b []byte) int { return len(b) })
+	total := func() int {
+		n := 0
+		for _, v := range m.m {
+			n += len(v)
+		}
+		return n
+	}
+	for i := range 500 {
+		m.Put(i%50, make([]byte, 1+i%97))
+		if n := total(); n > 1000 || n != m.used {
+			t.Fatalf("after %d puts: %d bytes held, %d counted", i+1, n, m.used)
+		}
+	}
+	m.Put(-1, make([]byte, 1001))
+	if _, ok := m.Get(-1); ok {
+		t.Error("an entry bigger than the whole map was kept")
+	}
+	m.Delete(49)
+	m.Delete(48)
+	if total() != m.used {
+		t.Errorf("after deletes: %d bytes held, %d counted", total(), m.used)
+	}
+	m.Clear()
+	if m.used != 0 || m.Len() != 0 {
+		t.Errorf("after Clear: %d entries, %d bytes", m.Len(), m.used)
+	}
+}
+
 // get returns the row the table holds for user id's token h, trailing
 // zeros dropped, nil for a token known absent, and whether it has one.
 func (t *Table) get(id uint32, h bow.Hash) ([]uint64, bool) {

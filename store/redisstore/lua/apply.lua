@@ -3,32 +3,39 @@
 --
 -- KEYS[1]  the user's totals hash
 -- KEYS[2]  the user's seen hash
+-- KEYS[3]  the user's samples hash
 -- ARGV[1]  the user's key base, P{user:}
 -- ARGV[2]  the bucket load: rows per bucket past which a bucket is split
 -- ARGV[3]  the most buckets one call may split
--- ARGV[4]  the number of ops, then five arguments per op:
+-- ARGV[4]  the number of ops, then six arguments per op:
 --          the digest (32 bytes, the seen hash's field);
 --          the index of the class to train the message as, -1 to forget it;
 --          its steps as its seen record will keep them ("HEAD BODY ..."
 --          per class index);
 --          how many of its features are its header's;
---          its features, 12 bytes each: the hash and the count, big-endian.
+--          its features, 12 bytes each: the hash and the count, big-endian;
+--          its values as its seen record will keep them ("MEASURE LEVEL ...").
 --
--- Each op reads what it needs (the seen record, the rows of its tokens)
--- into an overlay of the values the call has read or changed, computes
--- every new value on copies and checks it, and only then puts them into
--- the overlay: an op that fails leaves no trace, and the ops before it
--- stand. Nothing is written to Redis until every op has run (or one has
--- failed): then the buckets are split as the new number of rows asks,
--- and each changed row, seen record and the totals are written once, in
--- their buckets of the new layout.
+-- Each op reads what it needs (the seen record, the rows of its tokens,
+-- the fields of the samples its values and its old values change) into an
+-- overlay of the values the call has read or changed, computes every new
+-- value on copies and checks it, and only then puts them into the
+-- overlay: an op that fails leaves no trace, and the ops before it stand.
+-- Nothing is written to Redis until every op has run (or one has failed):
+-- then the buckets are split as the new number of rows asks, and each
+-- changed row, seen record, sample field and the totals are written once,
+-- rows in their buckets of the new layout.
+--
+-- A sample is fields of the samples hash: "C.M.L" the count of class C's
+-- values of measure M at level L, and "C.M.n", "C.M.s", "C.M.q" their
+-- count, sum and sum of squares; a field that reaches 0 is deleted.
 --
 -- Returns {results, failure, totals}: results a previous class index (-1
 -- for none) and a changed flag (0 or 1) per op applied; failure false, or
 -- why the op after them was not applied; totals the values of the totals
 -- fields the call leaves, as lookup returns them.
 
-local tk, sk = KEYS[1], KEYS[2]
+local tk, sk, dk = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[1]
 local load = tonumber(ARGV[2])
 local maxsplits = tonumber(ARGV[3])
@@ -65,6 +72,9 @@ local seendirty = {} -- digests changed, in order
 local isseendirty = {}
 local results = {}
 local changed = false
+local dv = {}        -- samples field → value: the overlay
+local ddirty = {}    -- fields changed, in order
+local isddirty = {}
 
 local keys = {} -- bucket number → key
 local function key_of(f)
@@ -104,13 +114,60 @@ local function load_seen(d)
   return r
 end
 
--- parse_seen returns a record's class index and steps.
+-- parse_values reads "MEASURE LEVEL ..." into a flat list, checking it.
+local function parse_values(txt)
+  local t = parse_list(txt)
+  if #t % 2 ~= 0 then fail('corrupt values') end
+  for i = 1, #t, 2 do
+    local m, l = t[i], t[i + 1]
+    if m < 0 or m >= 64 or l < 0 or l >= 1024 or m ~= floor(m) or l ~= floor(l) or (i > 1 and m <= t[i - 2]) then
+      fail('corrupt values')
+    end
+  end
+  return t
+end
+
+-- parse_seen returns a record's class index, steps and values.
 local function parse_seen(v)
-  local t = parse_list(v)
+  local head, vals = v, ''
+  local semi = string.find(v, ';', 1, true)
+  if semi then head, vals = ssub(v, 1, semi - 1), ssub(v, semi + 1) end
+  local t = parse_list(head)
   if #t == 0 or #t % 2 == 0 or t[1] < 0 then fail('corrupt seen record') end
   local steps = {}
   for i = 2, #t do steps[i - 1] = t[i] end
-  return t[1], steps
+  return t[1], steps, parse_values(vals)
+end
+
+-- dget returns a samples field's value, pending or in the overlay or in
+-- Redis.
+local function dget(pend, f)
+  local v = pend[f]
+  if v == nil then v = dv[f] end
+  if v == nil then
+    v = tonumber(rcall('HGET', dk, f)) or 0
+    dv[f] = v
+  end
+  return v
+end
+
+-- change_samples adds (n = 1) or takes away (n = -1) the values of a
+-- message of class c into pend. Taking away a value where there is none,
+-- which only damage makes, takes nothing, for check to report.
+local function change_samples(pend, c, vals, n)
+  for i = 1, #vals, 2 do
+    local p = num(c) .. '.' .. num(vals[i]) .. '.'
+    local l = vals[i + 1]
+    local lf = p .. num(l)
+    local cur = dget(pend, lf)
+    if n > 0 or cur > 0 then
+      for _, d in ipairs({{lf, n}, {p .. 'n', n}, {p .. 's', n * l}, {p .. 'q', n * l * l}}) do
+        local v = dget(pend, d[1]) + d[2]
+        if v < 0 or v > MAXEXACT then fail('sample out of range') end
+        pend[d[1]] = v
+      end
+    end
+  end
 end
 
 -- add adds d to row[i], growing the row with zeros as needed.
@@ -134,14 +191,20 @@ local function add_steps(row, steps, part, n)
   end
 end
 
-local function apply_op(d, cls, steptxt, head, bag)
+local function apply_op(d, cls, steptxt, head, bag, valtxt)
   local rec = load_seen(d)
-  local prev, psteps = -1, nil
-  if rec then prev, psteps = parse_seen(rec) end
+  local prev, psteps, pvals = -1, nil, nil
+  if rec then prev, psteps, pvals = parse_seen(rec) end
   if prev == cls then return prev, 0 end
-  local nsteps = {}
-  if cls >= 0 then nsteps = parse_list(steptxt) end
+  local nsteps, nvals = {}, {}
+  if cls >= 0 then
+    nsteps = parse_list(steptxt)
+    nvals = parse_values(valtxt)
+  end
   if #nsteps % 2 ~= 0 then fail('odd number of steps') end
+  local dpend = {}
+  if prev >= 0 then change_samples(dpend, prev, pvals, -1) end
+  if cls >= 0 then change_samples(dpend, cls, nvals, 1) end
   local pend, order, existed, had = {}, {}, {}, {}
   local dtok = {}
   for j = 0, #bag / 12 - 1 do
@@ -177,6 +240,13 @@ local function apply_op(d, cls, steptxt, head, bag)
   end
 
   -- Everything checked: into the overlay.
+  for f, v in pairs(dpend) do
+    dv[f] = v
+    if not isddirty[f] then
+      isddirty[f] = true
+      ddirty[#ddirty + 1] = f
+    end
+  end
   for _, f in ipairs(order) do
     local new = pend[f]
     if new and all_zero(new) then new = false end
@@ -195,7 +265,10 @@ local function apply_op(d, cls, steptxt, head, bag)
   if prev >= 0 then msgs[prev + 1] = math.max(0, (msgs[prev + 1] or 0) - 1) end
   if cls >= 0 then
     msgs[cls + 1] = (msgs[cls + 1] or 0) + 1
-    if steptxt ~= '' then seen[d] = num(cls) .. ' ' .. steptxt else seen[d] = num(cls) end
+    local r = num(cls)
+    if steptxt ~= '' then r = r .. ' ' .. steptxt end
+    if valtxt ~= '' then r = r .. ';' .. valtxt end
+    seen[d] = r
   else
     seen[d] = false
   end
@@ -209,8 +282,8 @@ end
 
 local failure = false
 for o = 0, nops - 1 do
-  local a = 5 + 5 * o
-  local ok, prev, ch = pcall(apply_op, ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4])
+  local a = 5 + 6 * o
+  local ok, prev, ch = pcall(apply_op, ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5])
   if not ok then
     -- A failed redis.call raises a table; fail, a string.
     if type(prev) == 'table' then prev = prev.err end
@@ -286,6 +359,18 @@ for _, d in ipairs(seendirty) do
 end
 if #sset > 0 then hset_all(sk, sset) end
 if #sdel > 0 then hdel_all(sk, sdel) end
+local dset, ddel = {}, {}
+for _, f in ipairs(ddirty) do
+  local v = dv[f]
+  if v ~= 0 then
+    dset[#dset + 1] = f
+    dset[#dset + 1] = num(v)
+  else
+    ddel[#ddel + 1] = f
+  end
+end
+if #dset > 0 then hset_all(dk, dset) end
+if #ddel > 0 then hdel_all(dk, ddel) end
 tv = {num(ver + 1), num(L), num(split), num(nrows), num(math.max(voc, 0)), format_list(msgs), format_list(toks)}
 redis.call('HSET', tk, 'ver', tv[1], 'lvl', tv[2], 'spl', tv[3], 'rows', tv[4], 'voc', tv[5], 'msg', tv[6], 'tok', tv[7])
 return {results, failure, tv}

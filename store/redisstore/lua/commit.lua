@@ -7,13 +7,15 @@
 -- KEYS[2]  the user's seen hash
 -- KEYS[3]  the staged totals hash, which holds the staged layout
 -- KEYS[4]  the staged seen hash
+-- KEYS[5]  the user's samples hash
+-- KEYS[6]  the staged samples hash
 -- ARGV[1]  the user's key base, P{user:}
 --
 -- Returns the number of buckets put in place, or an error "spamd: exists".
 
-local tk, sk, rtk, rsk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local tk, sk, rtk, rsk, dk, rdk = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local base = ARGV[1]
-if rcall('EXISTS', tk) == 1 or rcall('EXISTS', sk) == 1 then
+if rcall('EXISTS', tk) == 1 or rcall('EXISTS', sk) == 1 or rcall('EXISTS', dk) == 1 then
   fail('exists')
 end
 local lv = rcall('HMGET', rtk, 'lvl', 'spl')
@@ -28,6 +30,9 @@ for id = P2[L] + split, P2[L + 1] + 2 * split - 1 do
 end
 if rcall('EXISTS', rsk) == 1 then
   rcall('RENAME', rsk, sk)
+end
+if rcall('EXISTS', rdk) == 1 then
+  rcall('RENAME', rdk, dk)
 end
 rcall('RENAME', rtk, tk)
 return n

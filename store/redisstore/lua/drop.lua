@@ -5,6 +5,8 @@
 -- KEYS[2]  the user's seen hash
 -- KEYS[3]  the staged totals hash
 -- KEYS[4]  the staged seen hash
+-- KEYS[5]  the user's samples hash
+-- KEYS[6]  the staged samples hash
 -- ARGV[1]  the user's key base, P{user:}
 --
 -- Returns the number of keys deleted.
@@ -21,7 +23,7 @@ local function drop(tk, prefix)
 end
 drop(KEYS[1], 'b:')
 drop(KEYS[3], 'Rb:')
-for i = 1, 4 do
+for i = 1, 6 do
   n = n + rcall('DEL', KEYS[i])
 end
 return n

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// TestCheckCatchesCorruptSamples trains the sample corpus, whose messages'
+// measures the store keeps as samples beside the counts, then damages one
+// stored sample behind the store's back: check must fail and name it.
+func TestCheckCatchesCorruptSamples(t *testing.T) {
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	for _, tt := range []struct {
+		name    string
+		corrupt func(txn *badger.Txn, keys, vals [][]byte) error
+	}{
+		// Another measure's statistics in its place: decodable, only
+		// wrong.
+		{"statistic changed", func(txn *badger.Txn, keys, vals [][]byte) error {
+			for i := 1; i < len(vals); i++ {
+				if !bytes.Equal(vals[i], vals[0]) {
+					return txn.Set(keys[0], vals[i])
+				}
+			}
+			return errors.New("every sample is the same")
+		}},
+		{"statistic lost", func(txn *badger.Txn, keys, _ [][]byte) error { return txn.Delete(keys[0]) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := t.TempDir()
+			if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
+				t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+			}
+			if code, out, errOut := spamtrain(t, "", "check", "--db", db); code != 0 {
+				t.Fatalf("check before: exit %d: %s%s", code, out, errOut)
+			}
+			kv, err := badger.Open(badger.DefaultOptions(db).WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = kv.Update(func(txn *badger.Txn) error {
+				// The global model's samples: kind "h", the empty user
+				// (store/badgerstore/keys.go).
+				it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("h\x00"), PrefetchValues: true})
+				var keys, vals [][]byte
+				for it.Rewind(); it.Valid(); it.Next() {
+					v, err := it.Item().ValueCopy(nil)
+					if err != nil {
+						it.Close()
+						return err
+					}
+					keys, vals = append(keys, it.Item().KeyCopy(nil)), append(vals, v)
+				}
+				it.Close()
+				if len(keys) < 2 {
+					return errors.New("fewer than two samples stored")
+				}
+				return tt.corrupt(txn, keys, vals)
+			})
+			if cerr := kv.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := spamtrain(t, "", "check", "--db", db)
+			if code == 0 {
+				t.Fatalf("check passed a damaged sample: %s", out)
+			}
+			t.Logf("check: %s", out)
+			if !strings.Contains(out, "(global): ") || !strings.Contains(out, "measure ") || strings.Contains(out, "(global): ok") {
+				t.Errorf("check's output does not name the damaged sample: %s%s", out, errOut)
+			}
+		})
+	}
+}
