@@ -14,11 +14,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/internal/fsfault"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/storetest"
 	"golang.org/x/sys/unix"
@@ -31,63 +31,6 @@ import (
 // that Check passes and every write it acknowledged is there, then and
 // after reopening. Mounting takes root or CAP_SYS_ADMIN; without it they
 // skip, unless SPAMD_REQUIRE_E2E=1.
-
-// skipOrFail skips t for reason, or fails it when SPAMD_REQUIRE_E2E=1
-// says nothing may be skipped.
-func skipOrFail(t *testing.T, reason string) {
-	t.Helper()
-	if os.Getenv("SPAMD_REQUIRE_E2E") == "1" {
-		t.Fatal(reason + ", and SPAMD_REQUIRE_E2E=1 forbids skipping")
-	}
-	t.Skip(reason)
-}
-
-// mountTmpfs mounts a tmpfs of size (as mount takes it: "64m") for t and
-// returns where.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("mounts a filesystem and produces faults on it")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		skipOrFail(t, fmt.Sprintf("cannot mount a tmpfs (%v): the fault tests need root or CAP_SYS_ADMIN", err))
-	}
-	// Detached, so that a database left open cannot keep it mounted.
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
-// fill takes the free space of dir's filesystem down to at most leave
-// bytes with a file, which it returns; removing it gives the space back.
-func fill(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("filler-%d", rand.Uint64()))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if n := freeSpace(dir) - leave - 1<<20; n > 0 {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-			t.Fatalf("fallocate %d bytes: %v", n, err)
-		}
-		if _, err := f.Seek(n, io.SeekStart); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The last megabyte a page at a time, down to leave.
-	page := make([]byte, 4096)
-	for freeSpace(dir) > leave {
-		if _, err := f.Write(page); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				break
-			}
-			t.Fatal(err)
-		}
-	}
-	return p
-}
 
 // faultOptions are the options of a store on a small tmpfs: a memtable
 // of 1 MiB, so that Badger rotates and flushes within a test, a reserve
@@ -318,7 +261,7 @@ func readsAnswer(t *testing.T, s *Store, user string, l *ledger) {
 // stop with store.ErrReadOnly before Badger writes into a full disk, and
 // resume by themselves once the filler is removed.
 func TestFaultDiskBelowReserve(t *testing.T) {
-	mnt := mountTmpfs(t, "64m")
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	s := open(t, dir, faultOptions(t))
 	defer s.Close()
@@ -329,7 +272,7 @@ func TestFaultDiskBelowReserve(t *testing.T) {
 	waitAcked(t, l, 200)
 
 	// Half the reserve left: room for what Badger flushes and compacts.
-	filler := fill(t, mnt, 8<<20)
+	filler := fsfault.Fill(t, mnt, 8<<20)
 	h := waitFor(t, s, store.StateDegraded)
 	if !strings.Contains(h.Reason, "below the reserve") {
 		t.Errorf("degraded for %q, want the free space named", h.Reason)
@@ -385,7 +328,7 @@ func TestFaultDiskFull(t *testing.T) {
 		fullDiskChild(dir)
 		return
 	}
-	mnt := mountTmpfs(t, "64m")
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	ctx := context.Background()
 	l := newLedger()
@@ -422,7 +365,7 @@ func TestFaultDiskFull(t *testing.T) {
 			l.record(first, ops, make([]store.Result, n))
 		}
 	}
-	filler := fill(t, mnt, 0)
+	filler := fsfault.Fill(t, mnt, 0)
 	t.Logf("filled: %d bytes free", freeSpace(mnt))
 	if _, err := io.WriteString(stdin, "full\n"); err != nil {
 		t.Fatal(err)
@@ -472,7 +415,7 @@ func TestFaultDiskFull(t *testing.T) {
 	// Closed cleanly, then the disk fills: Open opens read-only, reads
 	// answer, writes are refused; space back, the store reopens itself
 	// for writing.
-	filler = fill(t, mnt, 0)
+	filler = fsfault.Fill(t, mnt, 0)
 	s = open(t, dir, faultOptions(t))
 	defer s.Close()
 	h := s.Health()
@@ -549,32 +492,6 @@ func fullDiskChild(dir string) {
 	os.Exit(0)
 }
 
-// immutableFlag is FS_IMMUTABLE_FL of linux/fs.h: no entry of a directory
-// so marked can be created, removed or renamed, even by root.
-const immutableFlag = 0x10
-
-// setImmutable sets or clears dir's immutable attribute.
-func setImmutable(dir string, on bool) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
-	if err != nil {
-		return fmt.Errorf("get attributes of %s: %w", dir, err)
-	}
-	if on {
-		flags |= immutableFlag
-	} else {
-		flags &^= immutableFlag
-	}
-	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
-		return fmt.Errorf("set attributes of %s: %w", dir, err)
-	}
-	return nil
-}
-
 // makeUnwritable makes dir, on the tmpfs mnt, unwritable. Tests run as
 // root, whom permissions do not stop. Remounting the filesystem
 // read-only is refused while Badger has files open for writing (the
@@ -594,18 +511,18 @@ func makeUnwritable(t *testing.T, mnt, dir string) (clear func()) {
 		}
 	}
 	t.Logf("remounting read-only: %v; making the directory immutable instead", err)
-	if err := setImmutable(dir, true); err != nil {
-		skipOrFail(t, fmt.Sprintf("cannot make a directory unwritable: %v", err))
+	if err := fsfault.SetImmutable(dir, true); err != nil {
+		fsfault.SkipOrFail(t, fmt.Sprintf("cannot make a directory unwritable: %v", err))
 	}
 	cleared := false
 	t.Cleanup(func() {
 		if !cleared {
-			_ = setImmutable(dir, false)
+			_ = fsfault.SetImmutable(dir, false)
 		}
 	})
 	return func() {
 		cleared = true
-		if err := setImmutable(dir, false); err != nil {
+		if err := fsfault.SetImmutable(dir, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -685,7 +602,7 @@ func unwritableOptions(t *testing.T, blind bool) Options {
 }
 
 func testUnwritable(t *testing.T, blind bool) {
-	mnt := mountTmpfs(t, "256m")
+	mnt := fsfault.MountTmpfs(t, "256m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	o := unwritableOptions(t, blind)
 	s := open(t, dir, o)
@@ -739,7 +656,7 @@ func testUnwritable(t *testing.T, blind bool) {
 }
 
 func testCloseUnwritable(t *testing.T) {
-	mnt := mountTmpfs(t, "256m")
+	mnt := fsfault.MountTmpfs(t, "256m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	o := unwritableOptions(t, false)
 	o.CloseTimeout = 2 * time.Second
@@ -784,7 +701,7 @@ func testCloseUnwritable(t *testing.T) {
 // still holds its files open; the store must stop writing, copy the
 // model out of them into a new directory at its path, and go on there.
 func TestFaultDirRemoved(t *testing.T) {
-	mnt := mountTmpfs(t, "256m")
+	mnt := fsfault.MountTmpfs(t, "256m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	o := faultOptions(t)
 	// A memtable big enough that Badger does not need a new one before
@@ -840,7 +757,7 @@ func TestFaultDirRemoved(t *testing.T) {
 // acknowledged.
 func TestFaultKilledDuringLoad(t *testing.T) {
 	// Above the default reserve: the child opens the store with defaults.
-	mnt := mountTmpfs(t, "400m")
+	mnt := fsfault.MountTmpfs(t, "400m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	ctx := context.Background()
@@ -921,7 +838,7 @@ func TestFaultStalledCommitSimulated(t *testing.T) {
 // is back the store must drop what was half written by itself, after
 // which the restore succeeds.
 func TestFaultDiskFullDuringRestore(t *testing.T) {
-	mnt := mountTmpfs(t, "64m")
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
 	dir := filepath.Join(mnt, "store")
 	ctx := context.Background()
 	s := open(t, dir, faultOptions(t))
@@ -936,7 +853,7 @@ func TestFaultDiskFullDuringRestore(t *testing.T) {
 		return func() (store.Record, error) {
 			defer func() { i++ }()
 			if i == fillAt {
-				*filler = fill(t, mnt, 8<<20)
+				*filler = fsfault.Fill(t, mnt, 8<<20)
 			}
 			switch {
 			case i == 0:
