@@ -235,7 +235,7 @@ func countsOf(t *testing.T, dump string) string {
 			fmt.Fprintf(&b, "end")
 			for _, kv := range f[1:] {
 				k, v, _ := strings.Cut(kv, "=")
-				if k == "messages" || k == "counts" {
+				if k == "messages" || k == "counts" || k == "values" || k == "levels" {
 					v = byName(strings.Split(v, ","), false)
 				}
 				fmt.Fprintf(&b, " %s=%s", k, v)

@@ -24,6 +24,26 @@ import (
 // TestCrash train into the store in that directory until it is killed.
 const crashEnv = "SPAMD_BADGERSTORE_CRASH"
 
+// killsEnv names the variable that sets how many kills the crash tests
+// make; CI's few rounds find a gross fault, a long run by hand (60 and
+// more) the rarer moments.
+const killsEnv = "SPAMD_CRASH_KILLS"
+
+// kills returns the number of kills a crash test makes: $SPAMD_CRASH_KILLS,
+// else def.
+func kills(t *testing.T, def int) int {
+	t.Helper()
+	v := os.Getenv(killsEnv)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a number of kills", killsEnv, v)
+	}
+	return n
+}
+
 // TestCrash kills a process training into a store with SIGKILL at random
 // moments, reopens the store and checks that every message is counted
 // whole or not at all, for every user, and that every Apply the process
@@ -45,7 +65,7 @@ func TestCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for round := range 6 {
+	for round := range kills(t, 6) {
 		last := crashRound(t, dir, round, rng)
 		s := open(t, dir, Options{Logger: testLogger(t)})
 		ctx := context.Background()

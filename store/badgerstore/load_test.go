@@ -223,7 +223,7 @@ func TestLoadCrash(t *testing.T) {
 	// of the others land anywhere in one, however slow the machine (the
 	// race detector makes it thirty times slower).
 	var took time.Duration
-	for round := range 7 {
+	for round := range 1 + kills(t, 6) {
 		dir := t.TempDir()
 		cmd, out := startChild(t, "TestLoadCrash", loadCrashEnv+"="+dir)
 		sc := bufio.NewScanner(out)
