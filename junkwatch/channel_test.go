@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -74,7 +74,7 @@ func TestChannel(t *testing.T) {
 	})
 	inbox, junk := m.folder("alice", ""), m.folder("alice", ".Junk")
 	bobBefore := totals(t, st, "bob")
-	missed := append([]byte(milter.ResultHeader+": "+milter.Result{Verdict: "ham", Probability: 0.3, Score: -0.8,
+	missed := append([]byte(decide.ResultHeader+": "+decide.Result{Verdict: "ham", Probability: 0.3, Score: -0.8,
 		Signature: tokenize.Digest(spam[0])}.String()+"\n"), spam[0]...)
 
 	settle := func(t *testing.T, spam, ham uint64) {

@@ -66,7 +66,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/tokenize"
 )
@@ -559,7 +559,7 @@ func (w *Watcher) arrival(ctx context.Context, u *user, folder, path string) {
 		d := tokenize.Digest(raw)
 		u.entries[id] = &entry{size: fi.Size(), mtime: fi.ModTime(), names: map[string]bool{path: true}, digest: &d}
 		u.byName[path] = id
-		if res, err := milter.ResultOf(raw); err == nil && res.Verdict == Spam {
+		if res, err := decide.ResultOf(raw); err == nil && res.Verdict == Spam {
 			w.opts.Log.Debug("junkwatch: delivered to Junk as spam; nothing to report", "user", u.name, "path", path)
 			return
 		}

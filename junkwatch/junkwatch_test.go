@@ -16,7 +16,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/spamd/spamd/milter"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
 )
@@ -221,7 +221,7 @@ func (m *mailboxes) flag(path, flags string) string {
 func message(n int, verdict string) []byte {
 	h := ""
 	if verdict != "" {
-		h = milter.ResultHeader + ": " + milter.Result{Verdict: verdict, Probability: 0.5}.String() + "\n"
+		h = decide.ResultHeader + ": " + decide.Result{Verdict: verdict, Probability: 0.5}.String() + "\n"
 	}
 	return fmt.Appendf(nil, "%sFrom: sender%d@example.net\nTo: user@example.org\nSubject: offer %d\nMessage-ID: <%d@example.net>\n\nbody %d\n", h, n, n, n, n)
 }

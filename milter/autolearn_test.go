@@ -3,11 +3,11 @@ package milter
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
@@ -24,7 +24,7 @@ func withLF(raw []byte) []byte { return bytes.ReplaceAll(raw, []byte("\r\n"), []
 
 // delivered returns raw as delivered: with the X-Spamd-Result the milter
 // added and, if tag is set, the Subject tagged.
-func delivered(raw []byte, res Result, tag string) []byte {
+func delivered(raw []byte, res decide.Result, tag string) []byte {
 	raw = withLF(raw)
 	if bytes.HasPrefix(raw, []byte("From ")) {
 		// The mbox line of the sample is not part of the message.
@@ -33,7 +33,7 @@ func delivered(raw []byte, res Result, tag string) []byte {
 	if tag != "" {
 		raw = bytes.Replace(raw, []byte("\nSubject: "), []byte("\nSubject: "+tag+" "), 1)
 	}
-	return append([]byte(ResultHeader+": "+res.String()+"\n"), raw...)
+	return append([]byte(decide.ResultHeader+": "+res.String()+"\n"), raw...)
 }
 
 func TestSignatureIgnoresLineEndings(t *testing.T) {
@@ -59,46 +59,6 @@ func TestSignatureIgnoresLineEndings(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestResultOf(t *testing.T) {
-	sig := "sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9"
-	for _, tt := range []struct {
-		name, raw, verdict string
-		err                error
-	}{
-		{"LF", "Subject: x\nX-Spamd-Result: ham; p=0.1; score=-2; " + sig + "\n\nbody\n", "ham", nil},
-		{"CRLF and case", "Subject: x\r\nx-spamd-result: spam; p=0.9; score=2; " + sig + "\r\n\r\nbody\r\n", "spam", nil},
-		{"folded", "X-Spamd-Result: spam; p=0.9;\n\tscore=2; " + sig + ";\n learned=spam\n\nbody\n", "spam", nil},
-		{"first readable of several", "X-Spamd-Result: forged\nX-Spamd-Result: ham; p=0.1; score=-2; " + sig + "\n\n", "ham", nil},
-		{"only in the body", "Subject: x\n\nX-Spamd-Result: spam; p=0.9; score=2; " + sig + "\n", "", ErrNoResult},
-		{"none", "Subject: x\n\nbody\n", "", ErrNoResult},
-		{"unreadable", "X-Spamd-Result: spam; p=2\n\n", "", ErrBadResult},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			r, err := ResultOf([]byte(tt.raw))
-			if !errors.Is(err, tt.err) || r.Verdict != tt.verdict {
-				t.Errorf("got %+v, %v; want %s, %v", r, err, tt.verdict, tt.err)
-			}
-		})
-	}
-}
-
-// FuzzResultOf checks that ResultOf never panics on a raw message and
-// that what it finds is a Result that ParseResult reads back.
-func FuzzResultOf(f *testing.F) {
-	f.Add([]byte("Subject: x\nX-Spamd-Result: ham; p=0.1; score=-2; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9\n\nbody\n"))
-	f.Add([]byte("X-Spamd-Result: spam; p=0.9;\r\n\tscore=2; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; learned=spam\r\n\r\n"))
-	f.Add([]byte("X-Spamd-Result: skipped; reason=size\n"))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		r, err := ResultOf(raw)
-		if err != nil {
-			return
-		}
-		if _, err := ParseResult(r.String()); err != nil {
-			t.Fatalf("%+v does not read back: %v", r, err)
-		}
-	})
 }
 
 func TestAutolearn(t *testing.T) {
@@ -220,7 +180,7 @@ func TestReportReversesAutolearn(t *testing.T) {
 	if tokenize.Digest(got) == res.Signature {
 		t.Fatal("the subject tag did not change the digest; the test shows nothing")
 	}
-	parsed, err := ResultOf(got)
+	parsed, err := decide.ResultOf(got)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/store/badgerstore"
@@ -279,8 +280,8 @@ func BenchmarkMilterLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	targets := []target{
-		{"spamd", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions}), ResultHeader},
-		{"history", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions, History: hist}), ResultHeader},
+		{"spamd", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions}), decide.ResultHeader},
+		{"history", serve(&Settings{Filter: f, Milter: def.Milter, Actions: def.Actions, History: hist}), decide.ResultHeader},
 		{"noop", serveBaseline(b, &gomilter.Server{NewMilter: func() gomilter.Milter { return noop{} }, Actions: gomilter.OptAddHeader}), "X-Noop"},
 		{"floor", serveBaseline(b, &gomilter.Server{NewMilter: func() gomilter.Milter { return floor{} }, Actions: actions, Protocol: protocol}), "X-Noop"},
 	}

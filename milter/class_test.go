@@ -10,6 +10,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 )
@@ -111,8 +112,8 @@ func TestClassActions(t *testing.T) {
 			if tt.action == "reject" {
 				return
 			}
-			if v, _ := r.added(ClassHeader); v != "newsletter" {
-				t.Errorf("%s %q, want newsletter", ClassHeader, v)
+			if v, _ := r.added(decide.ClassHeader); v != "newsletter" {
+				t.Errorf("%s %q, want newsletter", decide.ClassHeader, v)
 			}
 			if v, _ := r.added("X-Spam-Flag"); v != "NO" {
 				t.Errorf("X-Spam-Flag %q: a newsletter is not spam", v)
@@ -135,7 +136,7 @@ func TestClassActions(t *testing.T) {
 		class string
 	}{{s.spam[0], "spam"}, {s.ham[0], "ham"}} {
 		r := sendOne(t, addr, defaultEnvelope(), m.raw)
-		if v, _ := r.added(ClassHeader); r.act.Code != gomilter.ActAccept || v != m.class {
+		if v, _ := r.added(decide.ClassHeader); r.act.Code != gomilter.ActAccept || v != m.class {
 			t.Errorf("%s: action %c, class %q", m.class, r.act.Code, v)
 		}
 	}
@@ -143,10 +144,10 @@ func TestClassActions(t *testing.T) {
 
 func TestValidActions(t *testing.T) {
 	fc := filter.DefaultConfig()
-	if err := ValidActions(config.Actions{Classes: map[string]string{"spam": "reject"}}, fc); err != nil {
+	if err := decide.ValidActions(config.Actions{Classes: map[string]string{"spam": "reject"}}, fc); err != nil {
 		t.Error(err)
 	}
-	if err := ValidActions(config.Actions{Classes: map[string]string{"newsletter": "tag"}}, fc); err == nil || !strings.Contains(err.Error(), "newsletter") {
+	if err := decide.ValidActions(config.Actions{Classes: map[string]string{"newsletter": "tag"}}, fc); err == nil || !strings.Contains(err.Error(), "newsletter") {
 		t.Errorf("a class the filter does not have: %v", err)
 	}
 }

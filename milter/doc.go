@@ -24,7 +24,7 @@
 //   - adds X-Spam-Flag, X-Spam-Status, X-Spam-Score and X-Spam-Level as
 //     SpamAssassin does, with the spam log-odds as the score, so that
 //     existing Sieve and procmail rules keep working, and X-Spamd-Result
-//     (see Result) with the probability, the verdict, the weightiest
+//     (see decide.Result) with the probability, the verdict, the weightiest
 //     tokens and the message's signature;
 //   - tags the Subject, quarantines, or rejects, as Actions say.
 //

@@ -21,6 +21,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 )
@@ -105,7 +106,7 @@ type recorder struct {
 	errors   map[string]int
 }
 
-func (r *recorder) Message(verdict string, _ float64, a Action, _ time.Duration) {
+func (r *recorder) Message(verdict string, _ float64, a decide.Action, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.messages = append(r.messages, verdict+"/"+a.String())
@@ -227,13 +228,13 @@ func (r reply) added(name string) (string, bool) {
 }
 
 // result parses the X-Spamd-Result the milter added.
-func (r reply) result(tb testing.TB) Result {
+func (r reply) result(tb testing.TB) decide.Result {
 	tb.Helper()
-	v, ok := r.added(ResultHeader)
+	v, ok := r.added(decide.ResultHeader)
 	if !ok {
-		tb.Fatalf("no %s added; changes: %+v", ResultHeader, r.mods)
+		tb.Fatalf("no %s added; changes: %+v", decide.ResultHeader, r.mods)
 	}
-	res, err := ParseResult(v)
+	res, err := decide.ParseResult(v)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package milter
 import (
 	"time"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/nb"
 )
@@ -21,16 +22,16 @@ func (m *message) record(h *history.Ring, d decision, elapsed time.Duration) {
 		Recipients: m.rcpts,
 		Models:     d.models,
 		Model:      d.model,
-		Verdict:    d.verdict,
-		Reason:     d.result.Reason,
-		Action:     d.outcome.Action.String(),
-		Reply:      d.outcome.Reply(),
+		Verdict:    d.Verdict,
+		Reason:     d.Result.Reason,
+		Action:     d.Outcome.Action.String(),
+		Reply:      d.Outcome.Reply(),
 		Learned:    d.learned,
 		Size:       m.size,
 		ElapsedMS:  float64(elapsed) / float64(time.Millisecond),
 	}
-	if d.verdict == "error" {
-		e.Reason = d.outcome.Reason
+	if d.Verdict == "error" {
+		e.Reason = d.Outcome.Reason
 	}
 	if m.c.client.IsValid() {
 		e.Client = m.c.client.String()
@@ -45,13 +46,13 @@ func (m *message) record(h *history.Ring, d decision, elapsed time.Duration) {
 		}
 	}
 	var raw []byte
-	if d.result.Verdict != Skipped && d.verdict != "error" {
-		e.Probability, e.Score, e.Required = d.result.Probability, d.result.Score, d.result.Required
-		e.Digest = d.result.Signature
+	if d.Result.Verdict != decide.Skipped && d.Verdict != "error" {
+		e.Probability, e.Score, e.Required = d.Result.Probability, d.Result.Score, d.Result.Required
+		e.Digest = d.Result.Signature
 		raw = *m.buf
-		if len(d.toward) > 0 {
-			e.Toward = make(map[string][]history.Feature, len(d.toward))
-			for c, cs := range d.toward {
+		if len(d.Toward) > 0 {
+			e.Toward = make(map[string][]history.Feature, len(d.Toward))
+			for c, cs := range d.Toward {
 				e.Toward[c] = features(cs)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/store"
@@ -80,7 +81,7 @@ func TestHistory(t *testing.T) {
 			}},
 		{name: "skipped", raw: ham, env: func(e *envelope) { e.auth = "alice" },
 			check: func(t *testing.T, e history.Entry, msg []byte) {
-				if e.Verdict != Skipped || e.Reason != ReasonAuthenticated || e.Held || msg != nil || e.Toward != nil || e.Classified() {
+				if e.Verdict != decide.Skipped || e.Reason != decide.ReasonAuthenticated || e.Held || msg != nil || e.Toward != nil || e.Classified() {
 					t.Errorf("%+v held %d bytes", e, len(msg))
 				}
 			}},

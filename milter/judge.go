@@ -10,10 +10,9 @@ import (
 	"strings"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/identity"
-	"github.com/spamd/spamd/nb"
-	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/tokenize"
 )
 
@@ -21,47 +20,34 @@ import (
 // with; recipients past it share the global model.
 const maxModels = 16
 
-// decision is what the milter concluded about a message.
+// decision is what the milter concluded about a message: the decision
+// that stands (package decide), with what the milter adds to it.
 type decision struct {
-	// verdict is the label that stands (the filter's, or a list's, under
-	// the recipient's required score), Skipped, or "error".
-	verdict string
-	// spam is set when the verdict is a spam class.
-	spam bool
-	// tag is set when the Subject is to be tagged, with subjectTag.
-	tag bool
-	// class is what X-Spamd-Class says.
-	class   string
-	outcome Outcome
-	// result is what X-Spamd-Result says.
-	result Result
+	decide.Decision
 	// headers are the fields to add, in order.
 	headers [][2]string
-	// subjectTag is put before the Subject of spam.
-	subjectTag string
 	// user is the recipient whose decision stands ("" when there is
 	// none), and model whose model judged for them ("" is global).
 	user, model string
 	// models are the models that classified the message.
 	models []string
-	// listed says which list named the sender, for the recipient whose
-	// decision stands; anyListed whether any recipient's did.
-	listed    prefs.Listing
+	// anyListed is whether any recipient's sender lists named the
+	// sender.
 	anyListed bool
 	// learned is the class the message was autolearned as, "" if none.
 	learned string
-	// toward is the verdict's explanation, nil if none was asked for.
-	toward map[string][]nb.Contribution
 }
 
 // skip is the decision for a message left unclassified.
 func skip(reason string) decision {
-	r := Result{Verdict: Skipped, Reason: reason}
+	r := decide.Result{Verdict: decide.Skipped, Reason: reason}
 	return decision{
-		verdict: Skipped,
-		outcome: Outcome{Action: Accept, Reason: "skipped: " + reason},
-		result:  r,
-		headers: [][2]string{{ResultHeader, r.String()}},
+		Decision: decide.Decision{
+			Verdict: decide.Skipped,
+			Outcome: decide.Outcome{Action: decide.Accept, Reason: "skipped: " + reason},
+			Result:  r,
+		},
+		headers: [][2]string{{decide.ResultHeader, r.String()}},
 	}
 }
 
@@ -79,11 +65,11 @@ func (m *message) judge() decision {
 	}
 	switch {
 	case m.auth != "" && set.Milter.SkipAuthenticated:
-		return skip(ReasonAuthenticated)
+		return skip(decide.ReasonAuthenticated)
 	case m.trusted():
-		return skip(ReasonTrusted)
+		return skip(decide.ReasonTrusted)
 	case set.Milter.MaxSize > 0 && m.size > set.Milter.MaxSize:
-		return skip(ReasonSize)
+		return skip(decide.ReasonSize)
 	}
 	ctx, cancel := context.WithTimeout(m.c.srv.ctx, set.Milter.WriteTimeout.Duration)
 	defer cancel()
@@ -99,7 +85,7 @@ func (m *message) judge() decision {
 	explain := set.Milter.Explain
 	p, err := f.Prepare(*m.buf, explain > 0)
 	if errors.Is(err, tokenize.ErrMalformed) {
-		return skip(ReasonMalformed)
+		return skip(decide.ReasonMalformed)
 	}
 	if err != nil {
 		return m.failed(fmt.Errorf("prepare: %w", err))
@@ -132,8 +118,9 @@ func (m *message) judge() decision {
 	var d decision
 	anyListed := false
 	for i, r := range rcpts {
-		c := m.decide(f.Config(), book.For(r.user, r.domain), sender, verdicts[r.model], r)
-		anyListed = anyListed || c.anyListed
+		c := decision{Decision: decide.For(f.Config(), set.Actions, book.For(r.user, r.domain), sender, verdicts[r.model], m.fields),
+			user: r.user, model: r.model}
+		anyListed = anyListed || c.Listed
 		if i == 0 || lenient(c, d) {
 			d = c
 		}
@@ -143,7 +130,7 @@ func (m *message) judge() decision {
 		// A listed sender's mail is never learned from: the list, not
 		// the model, judged it, and an allowed sender may be forged.
 		d.learned = m.autolearn(ctx, f, p, lowestClass, lowest, highest)
-		d.result.Learned = d.learned
+		d.Result.Learned = d.learned
 	}
 	return d.withHeaders()
 }
@@ -152,135 +139,47 @@ func (m *message) judge() decision {
 // readily than b: a lesser action, else a milder verdict, else a lower
 // score, else no subject tag.
 func lenient(a, b decision) bool {
-	if a.outcome.Action != b.outcome.Action {
-		return a.outcome.Action < b.outcome.Action
+	if a.Outcome.Action != b.Outcome.Action {
+		return a.Outcome.Action < b.Outcome.Action
 	}
 	if ra, rb := verdictRank(a), verdictRank(b); ra != rb {
 		return ra < rb
 	}
-	if a.result.Score != b.result.Score {
-		return a.result.Score < b.result.Score
+	if a.Result.Score != b.Result.Score {
+		return a.Result.Score < b.Result.Score
 	}
-	return a.subjectTag == "" && b.subjectTag != ""
+	return a.SubjectTag == "" && b.SubjectTag != ""
 }
 
 // verdictRank orders verdicts from the mildest: ham, unsure, any other
 // class, spam.
 func verdictRank(d decision) int {
 	switch {
-	case d.spam:
+	case d.Spam:
 		return 3
-	case d.verdict == "unsure":
+	case d.Verdict == "unsure":
 		return 1
-	case d.verdict == filter.Ham:
+	case d.Verdict == filter.Ham:
 		return 0
 	}
 	return 2
 }
 
-// decide turns a recipient's verdict, under their preferences, into an
-// outcome (withHeaders adds the headers).
-func (m *message) decide(fc filter.Config, pr prefs.Prefs, sender prefs.Sender, v filter.Verdict, r recipient) decision {
-	a := m.set.Actions
-	label := labelFor(fc, v, pr.Required)
-	listing, listed := pr.Listed(sender)
-	if listed {
-		label = fc.Negative
-		if listing.List == "deny" {
-			label = fc.Positive
-		}
-	}
-	res := Result{
-		Verdict:     label,
-		Probability: v.Probability,
-		Score:       v.Score,
-		Required:    pr.Required,
-		Signature:   v.Digest,
-		Fields:      m.fields,
-	}
-	if listed {
-		res.Listed, res.By = listing.List, string(listing.Level)
-	}
-	if v.Toward != nil {
-		res.Spammy = names(v.Toward[fc.Positive])
-		for c, cs := range v.Toward {
-			if c != fc.Positive {
-				res.Hammy = names(cs)
-			}
-		}
-	}
-	for _, mc := range v.Measures {
-		res.Measures = append(res.Measures, mc.String())
-	}
-	d := decision{verdict: label, spam: isSpam(fc, label), result: res, user: r.user, model: r.model,
-		listed: listing, anyListed: listed, toward: v.Toward}
-	d.outcome = Outcome{Action: Accept}
-	// The class X-Spamd-Class names: the list's, else the label's, else
-	// (unsure) the better guess.
-	class := v.Class
-	if listed || label != "unsure" {
-		class = label
-	}
-	d.class = class
-	if o, tag, ok := classOutcome(a, label, v.Score); ok && !listed {
-		// A class with an action of its own ([actions.classes]).
-		d.outcome, d.tag = o, tag
-	} else {
-		d.tag = d.spam
-		why := fmt.Sprintf("score %.3g", v.Score)
-		if listed {
-			why = fmt.Sprintf("sender %s-listed by %s (%s)", listing.List, listing.Level, listing.Entry)
-		}
-		switch {
-		case d.spam && pr.Action == "reject" && (listed || v.Score >= pr.RejectScore):
-			if !listed {
-				why = fmt.Sprintf("spam score %.3g ≥ reject_score %.3g", v.Score, pr.RejectScore)
-			}
-			d.outcome = Outcome{Action: Reject, Code: a.RejectCode, Enhanced: a.RejectStatus, Text: a.RejectText, Reason: why}
-		case d.spam && (pr.Action == "quarantine" || pr.Action == "reject" && a.QuarantineSpam), label == "unsure" && a.QuarantineUnsure:
-			d.outcome = Outcome{Action: Quarantine, Reason: fmt.Sprintf("spamd: %s, %s", label, why)}
-		}
-	}
-	if d.tag {
-		d.subjectTag = pr.SubjectTag
-	}
-	return d
-}
-
 // withHeaders returns d with the headers of its verdict, made only for
 // the decision that stands.
 func (d decision) withHeaders() decision {
-	d.headers = append(spamHeaders(d.spam, d.result.Score, d.result.Required), [2]string{ClassHeader, d.class}, [2]string{ResultHeader, d.result.String()})
+	d.headers = d.Headers()
 	return d
-}
-
-// labelFor is the verdict's label under the score required, which a
-// recipient's preferences may set: the filter's own label at the filter's
-// required score, else spam from required, unsure from the bottom of the
-// unsure band, ham below. A model that has not learned enough stays
-// unsure, and a class other than the two stays itself.
-func labelFor(fc filter.Config, v filter.Verdict, required float64) string {
-	label := v.Label()
-	if required == fc.Required() || v.Untrained || (v.Class != fc.Positive && v.Class != fc.Negative) {
-		return label
-	}
-	switch {
-	case v.Score >= required:
-		return fc.Positive
-	case fc.UnsureHigh > fc.UnsureLow && v.Score >= fc.UnsureLow:
-		return "unsure"
-	}
-	return fc.Negative
 }
 
 // headerTooLarge is the decision for a message over a header bound: it
 // is rejected, as Sendmail rejects a header over its MaxHeadersLength.
 func headerTooLarge(reason string) decision {
-	return decision{
-		verdict: Skipped,
-		outcome: Outcome{Action: Reject, Code: 552, Enhanced: "5.6.0", Text: "Message header too large", Reason: reason},
-		result:  Result{Verdict: Skipped, Reason: ReasonHeader},
-	}
+	return decision{Decision: decide.Decision{
+		Verdict: decide.Skipped,
+		Outcome: decide.Outcome{Action: decide.Reject, Code: 552, Enhanced: "5.6.0", Text: "Message header too large", Reason: reason},
+		Result:  decide.Result{Verdict: decide.Skipped, Reason: decide.ReasonHeader},
+	}}
 }
 
 // failed is the decision for a message the filter failed on: logged,
@@ -294,19 +193,10 @@ func (m *message) failed(err error) decision {
 
 // failedDecision is the decision for a message the milter failed on.
 func failedDecision(set *Settings, reason string) decision {
-	d := skip(ReasonError)
-	d.verdict = "error"
-	d.outcome = failure(set, reason)
+	d := skip(decide.ReasonError)
+	d.Verdict = "error"
+	d.Outcome = failure(set, reason)
 	return d
-}
-
-// names lists the tokens of contributions.
-func names(cs []nb.Contribution) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = c.Name
-	}
-	return out
 }
 
 // trusted reports whether the SMTP client is in a trusted network.

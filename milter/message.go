@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/mail"
 	"net/netip"
 	"net/textproto"
 	"runtime/debug"
@@ -17,16 +16,13 @@ import (
 
 	gomilter "github.com/emersion/go-milter"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/prefs"
 )
 
 // maxRcpts bounds the recipients remembered per message; Postfix allows
 // 1000 by default.
 const maxRcpts = 1000
-
-// maxSenderFields bounds the From: addresses and the
-// Authentication-Results fields remembered per message.
-const maxSenderFields = 20
 
 // maxPooled is the largest message buffer kept for reuse.
 const maxPooled = 4 << 20
@@ -45,7 +41,7 @@ type message struct {
 	rcpts     []string
 	// fromAddrs lists the addresses of the From: field, and authRes
 	// the values of the Authentication-Results fields, for the sender
-	// lists; at most maxSenderFields of each.
+	// lists; at most decide.MaxSenderFields of each.
 	fromAddrs []string
 	authRes   []string
 
@@ -156,14 +152,14 @@ func (m *message) guard(mod *gomilter.Modifier, resp *gomilter.Response, err *er
 	// stands alone, but for the removal of forged fields, which an
 	// accepted message must still get.
 	m.c.hold, m.c.pending = false, m.c.pending[:0]
-	if o.Action == Accept {
+	if o.Action == decide.Accept {
 		if rerr := m.removeForged(mod, reason); rerr != nil {
 			o = tempfail(rerr.Error())
 		}
 	}
 	m.c.srv.obs.Message("error", math.NaN(), o.Action, 0)
 	m.finish(false)
-	*resp, *err = o.response(), nil
+	*resp, *err = response(o), nil
 }
 
 // removeForged sends, held for the answer, what an accepted message the
@@ -208,11 +204,11 @@ func (m *message) note(stage string) {
 }
 
 // failure is the outcome for a message the milter failed on.
-func failure(set *Settings, reason string) Outcome {
+func failure(set *Settings, reason string) decide.Outcome {
 	if set.Actions.OnError == "tempfail" {
 		return tempfail(reason)
 	}
-	return Outcome{Action: Accept, Reason: reason}
+	return decide.Outcome{Action: decide.Accept, Reason: reason}
 }
 
 // Connect records the SMTP client, shared by the connection's messages.
@@ -242,29 +238,6 @@ func (m *message) MailFrom(from string, mod *gomilter.Modifier) (gomilter.Respon
 // sender is what the message says of its sender.
 func (m *message) sender() prefs.Sender {
 	return prefs.Sender{Envelope: m.from, From: m.fromAddrs, AuthResults: m.authRes}
-}
-
-// addresses returns the addresses of an address-list field value, at
-// most maxSenderFields: as net/mail reads them, else, for a value it
-// cannot read (an unknown charset in a display name, a stray quote),
-// every word that holds an '@', without its angle brackets.
-func addresses(v string) []string {
-	var out []string
-	if list, err := mail.ParseAddressList(v); err == nil {
-		for _, a := range list {
-			out = append(out, a.Address)
-		}
-	} else {
-		for _, w := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' || r == '\n' || r == '\r' }) {
-			if i := strings.IndexByte(w, '<'); i >= 0 {
-				w = w[i+1:]
-			}
-			if w = strings.Trim(w, "<>\"'();"); strings.Count(w, "@") == 1 {
-				out = append(out, w)
-			}
-		}
-	}
-	return out[:min(len(out), maxSenderFields)]
 }
 
 // RcptTo notes a recipient.
@@ -297,7 +270,7 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 		m.overLimit(fmt.Sprintf("header over max_header_bytes (%d)", lim.MaxHeaderBytes))
 		return nil, nil
 	}
-	if !spoofable(name) {
+	if !decide.Spoofable(name) {
 		m.fields++
 	} else if !m.noteSpoof(name) {
 		m.overLimit(fmt.Sprintf("more than max_spoofed_headers (%d) X-Spam-* fields", lim.MaxSpoofedHeaders))
@@ -309,8 +282,8 @@ func (m *message) Header(name, value string, mod *gomilter.Modifier) (gomilter.R
 	case m.messageID == "" && strings.EqualFold(name, "Message-Id"):
 		m.messageID = strings.TrimSpace(value)
 	case m.fromAddrs == nil && strings.EqualFold(name, "From"):
-		m.fromAddrs = append([]string{}, addresses(value)...)
-	case len(m.authRes) < maxSenderFields && strings.EqualFold(name, "Authentication-Results"):
+		m.fromAddrs = append([]string{}, decide.Addresses(value)...)
+	case len(m.authRes) < decide.MaxSenderFields && strings.EqualFold(name, "Authentication-Results"):
 		m.authRes = append(m.authRes, value)
 	}
 	if len(*m.buf)+int(n) <= lim.ClassifyBytes {
@@ -406,7 +379,7 @@ func (m *message) Body(mod *gomilter.Modifier) (resp gomilter.Response, err erro
 		m.record(h, d, elapsed)
 	}
 	m.finish(false)
-	return d.outcome.response(), nil
+	return response(d.Outcome), nil
 }
 
 // Abort forgets the message; the connection stays.
@@ -426,7 +399,7 @@ func (m *message) Abort(*gomilter.Modifier) (err error) {
 // removal of forged fields, the added headers, the subject tag and a
 // quarantine. A rejected or tempfailed message gets none.
 func (m *message) apply(mod *gomilter.Modifier, d decision) error {
-	if d.outcome.Action == Reject || d.outcome.Action == Tempfail {
+	if d.Outcome.Action == decide.Reject || d.Outcome.Action == decide.Tempfail {
 		return nil
 	}
 	for _, s := range m.spoofs {
@@ -440,15 +413,15 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 	}
 	for _, h := range d.headers {
 		v := h[1]
-		if h[0] == ResultHeader {
+		if h[0] == decide.ResultHeader {
 			// A line feed and a tab fold it; the MTA adds the CR.
-			v = Fold(v, len(h[0]), "\n\t")
+			v = decide.Fold(v, len(h[0]), "\n\t")
 		}
 		if err := mod.AddHeader(h[0], v); err != nil {
 			return err
 		}
 	}
-	if tag := d.subjectTag; tag != "" && d.tag {
+	if tag := d.SubjectTag; tag != "" && d.Tag {
 		switch {
 		case m.subject == nil:
 			if err := mod.AddHeader("Subject", tag); err != nil {
@@ -460,8 +433,8 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 			}
 		}
 	}
-	if d.outcome.Action == Quarantine {
-		return mod.Quarantine(d.outcome.Reason)
+	if d.Outcome.Action == decide.Quarantine {
+		return mod.Quarantine(d.Outcome.Reason)
 	}
 	return nil
 }
@@ -472,7 +445,7 @@ func (m *message) apply(mod *gomilter.Modifier, d decision) error {
 func (m *message) report(d decision, elapsed time.Duration) {
 	a := m.attrs()
 	a = append(a, "sender", cmp.Or(m.from, "<>"), "rcpts", rcptList(m.rcpts))
-	if d.verdict != Skipped && d.verdict != "error" {
+	if d.Verdict != decide.Skipped && d.Verdict != "error" {
 		model := cmp.Or(d.model, "global")
 		a = append(a, "user", d.user, "model", model)
 		if len(d.models) > 1 {
@@ -483,32 +456,32 @@ func (m *message) report(d decision, elapsed time.Duration) {
 			a = append(a, "models", names)
 		}
 	}
-	a = append(a, "verdict", d.verdict)
+	a = append(a, "verdict", d.Verdict)
 	spam := math.NaN()
-	if d.verdict != Skipped && d.verdict != "error" {
-		spam = d.result.Probability
-		a = append(a, "p", sig3(d.result.Probability), "score", sig3(d.result.Score), "required", sig3(d.result.Required))
+	if d.Verdict != decide.Skipped && d.Verdict != "error" {
+		spam = d.Result.Probability
+		a = append(a, "p", sig3(d.Result.Probability), "score", sig3(d.Result.Score), "required", sig3(d.Result.Required))
 	}
-	if d.result.Listed != "" {
-		a = append(a, "listed", d.result.Listed, "by", d.result.By, "entry", d.listed.Entry)
+	if d.Result.Listed != "" {
+		a = append(a, "listed", d.Result.Listed, "by", d.Result.By, "entry", d.Listing.Entry)
 	}
 	if d.learned != "" {
 		a = append(a, "learned", d.learned)
 	}
-	a = append(a, "action", d.outcome.Action.String())
-	if r := d.outcome.Reply(); r != "" {
+	a = append(a, "action", d.Outcome.Action.String())
+	if r := d.Outcome.Reply(); r != "" {
 		a = append(a, "reply", r)
 	}
-	if d.outcome.Reason != "" {
-		a = append(a, "reason", d.outcome.Reason)
+	if d.Outcome.Reason != "" {
+		a = append(a, "reason", d.Outcome.Reason)
 	}
 	a = append(a, "size", m.size, "elapsed", round3(elapsed))
 	level := slog.LevelInfo
-	if d.verdict == "error" {
+	if d.Verdict == "error" {
 		level = slog.LevelError
 	}
 	m.c.srv.log.Log(m.c.srv.ctx, level, "milter: message", a...)
-	m.c.srv.obs.Message(d.verdict, spam, d.outcome.Action, elapsed)
+	m.c.srv.obs.Message(d.Verdict, spam, d.Outcome.Action, elapsed)
 }
 
 // maxLoggedRcpts bounds the recipients a log line names.

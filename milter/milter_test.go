@@ -13,6 +13,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
@@ -97,7 +98,7 @@ func TestActions(t *testing.T) {
 		return func(t *testing.T, r reply) {
 			t.Helper()
 			accepted(t, r)
-			if res := r.result(t); res.Verdict != Skipped || res.Reason != reason {
+			if res := r.result(t); res.Verdict != decide.Skipped || res.Reason != reason {
 				t.Errorf("result %+v, want skipped for %s", res, reason)
 			}
 			if _, ok := r.added("X-Spam-Flag"); ok {
@@ -178,18 +179,18 @@ func TestActions(t *testing.T) {
 				}
 			}},
 		{name: "authenticated sender skipped", raw: spam, env: func(e *envelope) { e.auth = "bob" },
-			check: skipped(ReasonAuthenticated)},
+			check: skipped(decide.ReasonAuthenticated)},
 		{name: "authenticated sender classified when asked", raw: spam,
 			set: func(s *Settings) { s.Milter.SkipAuthenticated = false }, env: func(e *envelope) { e.auth = "bob" },
 			check: func(t *testing.T, r reply) { classified(t, r, "YES", "spam", spam) }},
 		{name: "trusted network skipped", raw: spam,
 			set:   func(s *Settings) { s.Milter.TrustedNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")} },
-			check: skipped(ReasonTrusted)},
+			check: skipped(decide.ReasonTrusted)},
 		{name: "other network classified", raw: spam,
 			set:   func(s *Settings) { s.Milter.TrustedNetworks = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} },
 			check: func(t *testing.T, r reply) { classified(t, r, "YES", "spam", spam) }},
 		{name: "oversize skipped", raw: spam, set: func(s *Settings) { s.Milter.MaxSize = 1000 },
-			check: skipped(ReasonSize)},
+			check: skipped(decide.ReasonSize)},
 		{name: "prefix classified", raw: spam, set: func(s *Settings) { s.Milter.ClassifyBytes = 1024 },
 			check: func(t *testing.T, r reply) {
 				accepted(t, r)
@@ -282,7 +283,7 @@ func TestInternalErrors(t *testing.T) {
 				}
 				// A store that fails or panics alike: the message is
 				// delivered without its forged fields.
-				if res := r.result(t); res.Verdict != Skipped || res.Reason != ReasonError {
+				if res := r.result(t); res.Verdict != decide.Skipped || res.Reason != decide.ReasonError {
 					t.Errorf("result %+v, want skipped for error", res)
 				}
 				if want := []string{"X-Spam-Flag[1]=", "X-Spam-Flag[2]=", "X-Spam-Status[1]=", "X-Spamd-Result[1]="}; !slices.Equal(r.changes(), want) {
@@ -306,9 +307,9 @@ func TestForgedHeadersRemovedWhenSkipped(t *testing.T) {
 	}{
 		{"trusted network", func(s *Settings) {
 			s.Milter.TrustedNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
-		}, "", ReasonTrusted},
-		{"authenticated", nil, "alice", ReasonAuthenticated},
-		{"too large", func(s *Settings) { s.Milter.MaxSize = 100 }, "", ReasonSize},
+		}, "", decide.ReasonTrusted},
+		{"authenticated", nil, "alice", decide.ReasonAuthenticated},
+		{"too large", func(s *Settings) { s.Milter.MaxSize = 100 }, "", decide.ReasonSize},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			set := testSettings(f)
@@ -322,7 +323,7 @@ func TestForgedHeadersRemovedWhenSkipped(t *testing.T) {
 			if r.act.Code != gomilter.ActAccept {
 				t.Fatalf("answer %+v, want accept", r.act)
 			}
-			if res := r.result(t); res.Verdict != Skipped || res.Reason != tt.reason {
+			if res := r.result(t); res.Verdict != decide.Skipped || res.Reason != tt.reason {
 				t.Errorf("result %+v, want skipped for %s", res, tt.reason)
 			}
 			if want := []string{"X-Spam-Flag[1]=", "X-Spam-Flag[2]=", "X-Spam-Status[1]=", "X-Spamd-Result[1]="}; !slices.Equal(r.changes(), want) {

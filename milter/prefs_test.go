@@ -15,6 +15,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/store"
@@ -45,7 +46,7 @@ type outcome struct {
 	flag    string // X-Spam-Flag
 	status  string // X-Spam-Status
 	subject string // the Subject change, "" if none
-	res     Result
+	res     decide.Result
 }
 
 func outcomeOf(t *testing.T, r reply) outcome {
@@ -268,32 +269,6 @@ func TestListedNotAutolearned(t *testing.T) {
 	}
 }
 
-// TestLabelFor checks the label under a recipient's required score.
-func TestLabelFor(t *testing.T) {
-	fc := filter.DefaultConfig() // required 3, unsure from 0
-	v := func(score float64, class string, unsure, untrained bool) filter.Verdict {
-		return filter.Verdict{Score: score, Class: class, Unsure: unsure || untrained, Untrained: untrained}
-	}
-	for _, tt := range []struct {
-		name     string
-		v        filter.Verdict
-		required float64
-		want     string
-	}{
-		{"the filter's own at its required", v(2, filter.Ham, true, false), fc.Required(), "unsure"},
-		{"spam from a lower required", v(2, filter.Ham, true, false), 1.5, "spam"},
-		{"unsure under a higher required", v(5, filter.Spam, false, false), 6, "unsure"},
-		{"ham under the unsure band", v(-0.5, filter.Ham, false, false), 6, "ham"},
-		{"no unsure band below unsure_low", v(-2, filter.Ham, false, false), -3, "spam"},
-		{"an untrained model stays unsure", v(9, filter.Spam, false, true), 1, "unsure"},
-		{"another class stays itself", v(9, "newsletter", false, false), 1, "newsletter"},
-	} {
-		if got := labelFor(fc, tt.v, tt.required); got != tt.want {
-			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
-		}
-	}
-}
-
 // TestLogLine checks that the line logged per message names the sender,
 // the recipients and the user whose decision stood, with numbers rounded.
 func TestLogLine(t *testing.T) {
@@ -366,26 +341,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-// FuzzAddresses checks that any From: value gives at most
-// maxSenderFields addresses, each with an '@', without a panic.
-func FuzzAddresses(f *testing.F) {
-	for _, s := range []string{
-		"Alice <alice@example.org>", `"Bob, Jr." <bob@example.org>, carol@example.org`,
-		"=?x-unknown?q?Eve?= <eve@example.org>", `"unclosed <a@b.example>`, "<a/b@c.example>", "", "@@@, <@>",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		got := addresses(v)
-		if len(got) > maxSenderFields {
-			t.Errorf("%d addresses from %q", len(got), v)
-		}
-		for _, a := range got {
-			if !strings.Contains(a, "@") {
-				t.Errorf("%q from %q has no '@'", a, v)
-			}
-		}
-	})
 }

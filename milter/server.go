@@ -16,6 +16,7 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/config"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/prefs"
@@ -58,7 +59,7 @@ type Observer interface {
 	// "skipped" or "error"), the probability of spam the filter gave it
 	// (NaN when it was not classified), the action taken and the time
 	// from the end of the message to the answer.
-	Message(verdict string, spam float64, action Action, elapsed time.Duration)
+	Message(verdict string, spam float64, action decide.Action, elapsed time.Duration)
 	// Error reports one failure: "classify" (the filter failed), "panic",
 	// "timeout" (a peer stalled past a deadline), "protocol" (a peer
 	// went away in the middle of a message) or "limit" (a peer passed a
@@ -70,8 +71,8 @@ type Observer interface {
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) Message(string, float64, Action, time.Duration) {}
-func (nopObserver) Error(string)                                   {}
+func (nopObserver) Message(string, float64, decide.Action, time.Duration) {}
+func (nopObserver) Error(string)                                          {}
 
 // What the milter asks of the MTA. It needs the client address (connect),
 // the envelope (mail, rcpt), the header and the body; not HELO, the end of

@@ -24,8 +24,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
@@ -61,7 +61,7 @@ type Applier struct {
 	// SubjectTags, if not nil, returns the tags the milter may have put
 	// on the Subject of spam (the site's, and users' and domains' own),
 	// so that a report of a delivered copy is undone to the message the
-	// milter saw (milter.Original, whose digest check tells which tag it
+	// milter saw (decide.Original, whose digest check tells which tag it
 	// was).
 	SubjectTags func() []string
 }
@@ -74,7 +74,7 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 	}
 	o := Outcome{Report: r}
 	var sig store.Digest
-	if res, err := milter.ResultOf(r.Message); err == nil && res.Verdict != milter.Skipped {
+	if res, err := decide.ResultOf(r.Message); err == nil && res.Verdict != decide.Skipped {
 		o.Verdict, o.Learned, sig = res.Verdict, res.Learned, res.Signature
 	}
 	// The delivered copy has fields the path added and perhaps a tagged
@@ -86,7 +86,7 @@ func (a *Applier) Apply(ctx context.Context, r reportq.Report) error {
 		tags = append(a.SubjectTags(), tags...)
 	}
 	for _, tag := range tags {
-		if orig, ok := milter.Original(msg, tag); ok {
+		if orig, ok := decide.Original(msg, tag); ok {
 			msg = orig
 			break
 		}

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/tokenize"
@@ -84,7 +84,7 @@ func TestApply(t *testing.T) {
 	// sample's mbox "From " line is not part of it.)
 	_, body, _ := bytes.Cut(spam[0], []byte("\n"))
 	spam[0] = body
-	missed := append([]byte(milter.ResultHeader+": "+milter.Result{Verdict: "ham", Probability: 0.2, Score: -1.4,
+	missed := append([]byte(decide.ResultHeader+": "+decide.Result{Verdict: "ham", Probability: 0.2, Score: -1.4,
 		Signature: tokenize.Digest(spam[0])}.String()+"\n"), spam[0]...)
 	var outcomes []Outcome
 	a := &Applier{Filter: func() *filter.Filter { return f }, Applied: func(o Outcome) { outcomes = append(outcomes, o) }}
@@ -170,10 +170,10 @@ func TestDeliveredCopy(t *testing.T) {
 	}
 	head, body, _ := bytes.Cut(orig, []byte("\n\n"))
 	fields := bytes.Count(head, []byte("\n")) + 1 - bytes.Count(head, []byte("\n ")) - bytes.Count(head, []byte("\n\t"))
-	res := milter.Result{Verdict: "spam", Probability: 0.99, Score: 4, Signature: tokenize.Digest(orig), Fields: fields}
+	res := decide.Result{Verdict: "spam", Probability: 0.99, Score: 4, Signature: tokenize.Digest(orig), Fields: fields}
 	copy := []byte("Return-Path: <x@example.net>\nDelivered-To: alice\nReceived: from mx by imap with LMTP; Mon, 1 Jan 2024 00:00:00 +0000\n")
 	copy = append(copy, bytes.Replace(head, []byte("\nSubject: "), []byte("\nSubject: [SPAM] "), 1)...)
-	copy = append(copy, "\nX-Spam-Flag: YES\n"+milter.ResultHeader+": "+res.String()+"\n\n"...)
+	copy = append(copy, "\nX-Spam-Flag: YES\n"+decide.ResultHeader+": "+res.String()+"\n\n"...)
 	copy = append(copy, body...)
 
 	a := &Applier{Filter: func() *filter.Filter { return f }, SubjectTags: func() []string { return []string{"[JUNK]", "[SPAM]"} }}

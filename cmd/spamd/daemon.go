@@ -21,6 +21,7 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/identity"
@@ -132,7 +133,7 @@ func load(path string, o options, getenv func(string) string) (config.Config, []
 	if err != nil {
 		return config.Config{}, nil, err
 	}
-	if err := milter.ValidActions(cfg.Actions, fc); err != nil {
+	if err := decide.ValidActions(cfg.Actions, fc); err != nil {
 		return config.Config{}, nil, err
 	}
 	return cfg, raw, nil

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/tokenize"
 )
 
@@ -246,7 +246,7 @@ func TestPostfixEndToEnd(t *testing.T) {
 		if !strings.HasPrefix(h.Get("X-Spam-Status"), "No, score=") {
 			t.Errorf("X-Spam-Status %q", h.Get("X-Spam-Status"))
 		}
-		res, err := milter.ParseResult(h.Get(milter.ResultHeader))
+		res, err := decide.ParseResult(h.Get(decide.ResultHeader))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +284,7 @@ func TestPostfixEndToEnd(t *testing.T) {
 		if !strings.HasPrefix(h.Get("Subject"), "[SPAM] ") {
 			t.Errorf("Subject %q is not tagged", h.Get("Subject"))
 		}
-		if res, err := milter.ParseResult(h.Get(milter.ResultHeader)); err != nil || res.Verdict != filter.Spam {
+		if res, err := decide.ParseResult(h.Get(decide.ResultHeader)); err != nil || res.Verdict != filter.Spam {
 			t.Errorf("X-Spamd-Result %+v, %v", res, err)
 		}
 	})
@@ -306,8 +306,8 @@ func TestPostfixEndToEnd(t *testing.T) {
 			t.Error("spamd did not log its stop")
 		}
 		h := headers(t, pf.deliver(t, ham))
-		if v := h.Get(milter.ResultHeader); v != "" {
-			t.Errorf("delivered with %s %q from a stopped spamd", milter.ResultHeader, v)
+		if v := h.Get(decide.ResultHeader); v != "" {
+			t.Errorf("delivered with %s %q from a stopped spamd", decide.ResultHeader, v)
 		}
 		if !strings.Contains(pf.log(), "connect to Milter service inet:127.0.0.1:") {
 			t.Error("Postfix did not log the unreachable milter")

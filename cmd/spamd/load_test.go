@@ -23,8 +23,8 @@ import (
 	gomilter "github.com/emersion/go-milter"
 
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/store/dump"
 	"github.com/spamd/spamd/tokenize"
 )
@@ -99,7 +99,7 @@ func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, want map[st
 				removed[name] = map[uint32]bool{}
 			}
 			removed[name][m.HeaderIndex] = true
-		case m.Code == gomilter.ActAddHeader && m.HeaderName == milter.ResultHeader:
+		case m.Code == gomilter.ActAddHeader && m.HeaderName == decide.ResultHeader:
 			results = append(results, m.HeaderValue)
 		case m.Code == gomilter.ActAddHeader && m.HeaderName == "X-Spam-Flag":
 			flags = append(flags, m.HeaderValue)
@@ -117,14 +117,14 @@ func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, want map[st
 		return "", fmt.Errorf("removed fields the message did not forge: %v", removed)
 	}
 	if len(results) != 1 {
-		return "", fmt.Errorf("accepted with %d %s fields added", len(results), milter.ResultHeader)
+		return "", fmt.Errorf("accepted with %d %s fields added", len(results), decide.ResultHeader)
 	}
-	res, err := milter.ParseResult(results[0])
+	res, err := decide.ParseResult(results[0])
 	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", milter.ResultHeader, results[0], err)
+		return "", fmt.Errorf("%s %q: %w", decide.ResultHeader, results[0], err)
 	}
 	switch {
-	case res.Verdict == milter.Skipped && res.Reason == milter.ReasonError:
+	case res.Verdict == decide.Skipped && res.Reason == decide.ReasonError:
 		if onError != "accept" {
 			return "", fmt.Errorf("accepted unclassified on an error, with on_error = %q", onError)
 		}
@@ -132,7 +132,7 @@ func checkAnswer(mods []gomilter.ModifyAction, act *gomilter.Action, want map[st
 			return "", fmt.Errorf("accepted unclassified with X-Spam-Flag %q", flags)
 		}
 		return "error", nil
-	case res.Verdict == milter.Skipped:
+	case res.Verdict == decide.Skipped:
 		return "skipped:" + res.Reason, nil
 	case len(flags) != 1:
 		return "", fmt.Errorf("classified %s with X-Spam-Flag %q, want exactly one", res.Verdict, flags)

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
@@ -140,7 +141,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 // Message implements milter.Observer.
-func (m *metrics) Message(verdict string, spam float64, a milter.Action, elapsed time.Duration) {
+func (m *metrics) Message(verdict string, spam float64, a decide.Action, elapsed time.Duration) {
 	m.messages.WithLabelValues(verdict, a.String()).Inc()
 	m.latency.Observe(elapsed.Seconds())
 	if !(spam >= 0 && spam <= 1) {

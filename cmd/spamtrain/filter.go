@@ -14,9 +14,9 @@ import (
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/mailbox"
-	"github.com/spamd/spamd/milter"
 )
 
 // The filter command is for delivery outside the MTA's milter: procmail,
@@ -116,7 +116,12 @@ func readFiltered(in io.Reader) (raw []byte, whole bool, err error) {
 func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, j *judged, cause error) error {
 	out := raw
 	if cause == nil {
-		out = milter.Annotate(raw, j.r, j.class, j.spam, a.tag)
+		r, tag := j.r, ""
+		r.Fields = decide.Fields(raw)
+		if j.spam {
+			tag = a.tag
+		}
+		out = decide.Annotate(raw, decide.Decision{Spam: j.spam, Class: j.class, Result: r}.Headers(), tag)
 	}
 	if _, err := e.stdout.Write(out); err != nil {
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
@@ -141,7 +146,7 @@ func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, j *judged, cause 
 // judged is what filter found of a message: X-Spamd-Result's content,
 // the class decided and whether it is a spam class (and not unsure).
 type judged struct {
-	r     milter.Result
+	r     decide.Result
 	class string
 	spam  bool
 }
@@ -172,7 +177,7 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 		}
 		fc := f.Config()
 		j := &judged{class: v.Class, spam: !v.Unsure && fc.IsSpam(v.Class),
-			r: milter.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: fc.Required(), Signature: v.Digest}}
+			r: decide.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: fc.Required(), Signature: v.Digest}}
 		for c, cs := range v.Toward {
 			for _, x := range cs {
 				if c == fc.Positive {
@@ -203,7 +208,7 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 			return nil, err
 		}
 		j := &judged{class: v.Class, spam: v.Spam,
-			r: milter.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}}
+			r: decide.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}}
 		if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(j.r.Signature) {
 			copy(j.r.Signature[:], d)
 		}

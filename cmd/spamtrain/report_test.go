@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/milter"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -110,7 +110,7 @@ func TestReport(t *testing.T) {
 	}
 	// As Dovecot pipes it: CRLF line endings, and what the milter said.
 	_, raw, _ = bytes.Cut(raw, []byte("\n"))
-	msg := append([]byte(milter.ResultHeader+": "+milter.Result{Verdict: "ham", Signature: tokenize.Digest(raw)}.String()+"\n"), raw...)
+	msg := append([]byte(decide.ResultHeader+": "+decide.Result{Verdict: "ham", Signature: tokenize.Digest(raw)}.String()+"\n"), raw...)
 	msg = bytes.ReplaceAll(msg, []byte("\n"), []byte("\r\n"))
 	file := filepath.Join(t.TempDir(), "msg.eml")
 	os.WriteFile(file, msg, 0o644)

@@ -1,12 +1,10 @@
-package milter
+package decide
 
 import (
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/spamd/spamd/store"
 )
 
 func TestResultRoundTrip(t *testing.T) {
@@ -155,25 +153,42 @@ func FuzzParseResult(f *testing.F) {
 	})
 }
 
-// TestResultMeasures runs a message through a real milter session with
-// measures on: X-Spamd-Result lists the measures that weighed most, each
-// with its value and weight toward spam.
-func TestResultMeasures(t *testing.T) {
-	f, spam, _ := trainedFilter(t, store.NewMemory())
-	sets := map[string]string{"measures": "parzen", "min_trained": "1"}
-	for _, fam := range []string{"size", "links", "html", "text", "route", "time"} {
-		sets["weight_"+fam] = "1"
+func TestResultOf(t *testing.T) {
+	sig := "sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9"
+	for _, tt := range []struct {
+		name, raw, verdict string
+		err                error
+	}{
+		{"LF", "Subject: x\nX-Spamd-Result: ham; p=0.1; score=-2; " + sig + "\n\nbody\n", "ham", nil},
+		{"CRLF and case", "Subject: x\r\nx-spamd-result: spam; p=0.9; score=2; " + sig + "\r\n\r\nbody\r\n", "spam", nil},
+		{"folded", "X-Spamd-Result: spam; p=0.9;\n\tscore=2; " + sig + ";\n learned=spam\n\nbody\n", "spam", nil},
+		{"first readable of several", "X-Spamd-Result: forged\nX-Spamd-Result: ham; p=0.1; score=-2; " + sig + "\n\n", "ham", nil},
+		{"only in the body", "Subject: x\n\nX-Spamd-Result: spam; p=0.9; score=2; " + sig + "\n", "", ErrNoResult},
+		{"none", "Subject: x\n\nbody\n", "", ErrNoResult},
+		{"unreadable", "X-Spamd-Result: spam; p=2\n\n", "", ErrBadResult},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ResultOf([]byte(tt.raw))
+			if !errors.Is(err, tt.err) || r.Verdict != tt.verdict {
+				t.Errorf("got %+v, %v; want %s, %v", r, err, tt.verdict, tt.err)
+			}
+		})
 	}
-	f = withFilter(t, f, sets)
-	_, addr := startServer(t, testSettings(f), &recorder{})
-	res := sendOne(t, addr, defaultEnvelope(), withCRLF(spam)).result(t)
-	if len(res.Measures) == 0 {
-		t.Fatalf("no measures in %+v", res)
-	}
-	for _, m := range res.Measures {
-		name, rest, ok := strings.Cut(m, "=")
-		if !ok || name == "" || !strings.Contains(rest, " (") || !strings.HasSuffix(rest, ")") {
-			t.Errorf("measure %q is not NAME=VALUE (WEIGHT)", m)
+}
+
+// FuzzResultOf checks that ResultOf never panics on a raw message and
+// that what it finds is a Result that ParseResult reads back.
+func FuzzResultOf(f *testing.F) {
+	f.Add([]byte("Subject: x\nX-Spamd-Result: ham; p=0.1; score=-2; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9\n\nbody\n"))
+	f.Add([]byte("X-Spamd-Result: spam; p=0.9;\r\n\tscore=2; sig=00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9; learned=spam\r\n\r\n"))
+	f.Add([]byte("X-Spamd-Result: skipped; reason=size\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r, err := ResultOf(raw)
+		if err != nil {
+			return
 		}
-	}
+		if _, err := ParseResult(r.String()); err != nil {
+			t.Fatalf("%+v does not read back: %v", r, err)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package milter
+package decide
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func original(raw []byte, res Result, untag bool, subjectTag string) ([]byte, bo
 	for _, f := range fields {
 		name, value, _ := bytes.Cut(f, []byte(":"))
 		name = bytes.TrimRight(name, " \t")
-		if spoofable(string(name)) {
+		if Spoofable(string(name)) {
 			continue
 		}
 		if !tagged && untag && strings.EqualFold(string(name), "Subject") {

@@ -1,4 +1,4 @@
-package milter
+package decide
 
 import (
 	"fmt"
@@ -18,10 +18,10 @@ const (
 // maxStars caps X-Spam-Level, as SpamAssassin does.
 const maxStars = 50
 
-// spoofable reports whether an incoming header field is one the milter
+// Spoofable reports whether an incoming header field is one the milter
 // owns (X-Spam-* and X-Spamd-*), which it removes before adding its own so
 // that a sender cannot forge a verdict.
-func spoofable(name string) bool {
+func Spoofable(name string) bool {
 	return len(name) >= len("X-Spam") && strings.EqualFold(name[:len("X-Spam")], "X-Spam")
 }
 

@@ -1,4 +1,4 @@
-package milter
+package decide
 
 import (
 	"strings"
@@ -28,11 +28,11 @@ func TestAnnotate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			class := "ham"
+			class, tag := "ham", ""
 			if tt.spam {
-				class = "spam"
+				class, tag = "spam", tt.tag
 			}
-			got := string(Annotate([]byte(tt.raw), r, class, tt.spam, tt.tag))
+			got := string(annotate(tt.raw, r, class, tt.spam, tag))
 			if !strings.Contains(got, "X-Spamd-Class: "+class) {
 				t.Errorf("no X-Spamd-Class: %s in\n%s", class, got)
 			}
@@ -49,7 +49,15 @@ func TestAnnotate(t *testing.T) {
 		})
 	}
 	// What Annotate delivers, Original takes back to the message.
-	if orig, ok := Original(Annotate([]byte(msg), r, "spam", true, "[SPAM]"), "[SPAM]"); !ok || string(orig) != clean {
+	if orig, ok := Original(annotate(msg, r, "spam", true, "[SPAM]"), "[SPAM]"); !ok || string(orig) != clean {
 		t.Errorf("Original of the annotated message: %v %q", ok, orig)
 	}
+}
+
+// annotate annotates raw with the headers of a decision of class, with
+// the result r and the Subject tag tag.
+func annotate(raw string, r Result, class string, spam bool, tag string) []byte {
+	r.Fields = Fields([]byte(raw))
+	d := Decision{Verdict: class, Spam: spam, Class: class, Result: r, Tag: tag != "", SubjectTag: tag}
+	return Annotate([]byte(raw), d.Headers(), d.SubjectTag)
 }

@@ -1,4 +1,4 @@
-package milter
+package decide
 
 import (
 	"fmt"
