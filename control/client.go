@@ -193,6 +193,22 @@ func (c *Client) Classify(ctx context.Context, user string, raw []byte, explain 
 	return v, err
 }
 
+// Decide classifies raw for user and asks what the milter would do
+// with it for user as its recipient (Verdict.Decision), sender being
+// the envelope sender ("" for the null sender).
+func (c *Client) Decide(ctx context.Context, user, sender string, raw []byte, explain int) (Verdict, error) {
+	var v Verdict
+	q := url.Values{"user": {user}, "decide": {"1"}, "sender": {sender}}
+	if explain > 0 {
+		q.Set("explain", strconv.Itoa(explain))
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/classify", q, raw, &v)
+	if err == nil && v.Decision == nil {
+		err = errors.New("classify: spamd gave no decision: it is older than this spamtrain and applies no preferences for it")
+	}
+	return v, err
+}
+
 // Train trains, relabels or forgets items for user in one batch and
 // returns what it did to each, in order.
 func (c *Client) Train(ctx context.Context, user string, items []Item) ([]TrainResult, error) {

@@ -11,6 +11,9 @@
 //	                                       min_trained messages of spam or ham; 503 if the store cannot be read
 //	GET  /v1/stats                         Stats: messages and tokens per user and class
 //	POST /v1/classify?user=U&explain=N     the message as the body → Verdict
+//	POST /v1/classify?user=U&decide=1&sender=S  … and Verdict.Decision: what the milter would do with
+//	                                       the message for the recipient U (its preferences and sender
+//	                                       lists), S the envelope sender ("" or absent: the null sender)
 //	POST /v1/learn?user=U&class=C          the message as the body → TrainResult
 //	POST /v1/forget?user=U                 the message as the body → TrainResult
 //	POST /v1/train?user=U                  TrainRequest (a batch, JSON) → TrainResponse
@@ -129,6 +132,36 @@ type Verdict struct {
 	Measures []Measure `json:"measures,omitempty"`
 	// Problems lists non-fatal trouble met while parsing.
 	Problems []string `json:"problems,omitempty"`
+	// Decision is what the milter would do with the message for the
+	// user as its recipient; only when asked for with decide=1.
+	Decision *Decision `json:"decision,omitempty"`
+}
+
+// Decision is what the milter would do with a message for one recipient,
+// under their preferences and sender lists (package decide): what a
+// pipe filter applies to deliver it as the milter would.
+type Decision struct {
+	// Verdict is the label that stands: the model's under the
+	// recipient's required score, or a sender list's.
+	Verdict string `json:"verdict"`
+	// Spam is set when Verdict is a spam class: what X-Spam-Flag says.
+	Spam bool `json:"spam"`
+	// Class is what X-Spamd-Class says.
+	Class string `json:"class"`
+	// Required is the recipient's required score.
+	Required float64 `json:"required"`
+	// Listed is "allow" or "deny" when a sender list decided, and By
+	// whose list it was: user, domain or global.
+	Listed string `json:"listed,omitempty"`
+	By     string `json:"by,omitempty"`
+	// SubjectTag is the tag put before the Subject, "" for none.
+	SubjectTag string `json:"subject_tag,omitempty"`
+	// Action is what the milter would tell the MTA: accept, quarantine
+	// or reject.
+	Action string `json:"action"`
+	// Headers are the fields to add, in order, as name and value; the
+	// values are unfolded.
+	Headers [][2]string `json:"headers"`
 }
 
 // Weight is one feature's share of a score.

@@ -242,6 +242,9 @@ func TestLearnForgetEndpoints(t *testing.T) {
 		{"unknown class", "/v1/learn?class=phish", 400, nil},
 		{"invalid user", "/v1/learn?class=spam&user=../etc", 400, nil},
 		{"bad explain", "/v1/classify?explain=x", 400, nil},
+		{"bad decide", "/v1/classify?decide=yes", 400, nil},
+		{"sender without decide", "/v1/classify?sender=a@example.org", 400, nil},
+		{"decide without preferences kept", "/v1/classify?decide=1", 404, nil},
 		{"unknown endpoint", "/v1/relearn", 404, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -518,6 +521,7 @@ func TestPeerCredentials(t *testing.T) {
 				Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int
 				History, HistoryRcpts, HistoryOther                          int
 				SetPrefs, GetPrefs, SetDomain                                int
+				Decide                                                       int
 			}
 			if err := json.Unmarshal(bytes.TrimSpace(lastLine(out)), &got); err != nil {
 				t.Fatalf("helper said %s", out)
@@ -525,6 +529,10 @@ func TestPeerCredentials(t *testing.T) {
 			if got.Train != tt.status || got.Classify != tt.classify || got.ClassifyGlobal != http.StatusOK || got.Report != tt.report {
 				t.Errorf("train %d, classify %d, classify with the global model %d, report %d; want %d, %d, 200, %d",
 					got.Train, got.Classify, got.ClassifyGlobal, got.Report, tt.status, tt.classify, tt.report)
+			}
+			// A decision under a user's preferences is read like their model.
+			if got.Decide != tt.classify {
+				t.Errorf("decide for the user %d, want %d", got.Decide, tt.classify)
 			}
 			if got.Users != tt.users {
 				t.Errorf("/v1/stats lists %d models, want %d", got.Users, tt.users)
@@ -592,6 +600,7 @@ func TestHelperPeer(t *testing.T) {
 	user := os.Getenv("CONTROL_HELPER_USER")
 	_, cerr := c.Classify(ctx, user, msg, 3)
 	_, gerr := c.Classify(ctx, "", msg, 3)
+	_, decerr := c.Decide(ctx, user, "a@example.org", msg, 3)
 	st, serr := c.Stats(ctx)
 	if serr != nil {
 		t.Fatal(serr)
@@ -618,6 +627,7 @@ func TestHelperPeer(t *testing.T) {
 	_, gperr := c.Prefs(ctx, user, "")
 	_, dperr := c.SetPrefs(ctx, "", "example.org", config.Pref{Action: "quarantine"})
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
+		"Decide": status(decerr),
 		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr),
 		"History": len(h.Entries), "HistoryRcpts": rcpts, "HistoryOther": status(oerr),
 		"SetPrefs": status(perr), "GetPrefs": status(gperr), "SetDomain": status(dperr)})
@@ -718,10 +728,11 @@ func TestReportEndpoint(t *testing.T) {
 // testPrefs keeps preferences as the daemon does: the API's layer in a
 // file, over the site's settings.
 type testPrefs struct {
-	mu   sync.Mutex
-	file *prefs.File
-	site prefs.Site
-	book *prefs.Book
+	mu      sync.Mutex
+	file    *prefs.File
+	site    prefs.Site
+	actions config.Actions
+	book    *prefs.Book
 }
 
 func newTestPrefs(t testing.TB) *testPrefs {
@@ -729,10 +740,13 @@ func newTestPrefs(t testing.TB) *testPrefs {
 	if err != nil {
 		t.Fatal(err)
 	}
-	site := prefs.SiteOf(3, config.Actions{SubjectTag: "[SPAM]", RejectScore: 10}, config.Prefs{})
+	actions := config.Actions{SubjectTag: "[SPAM]", RejectScore: 10}
+	site := prefs.SiteOf(3, actions, config.Prefs{})
 	file := prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}}
-	return &testPrefs{file: pf, site: site, book: prefs.New(site, file, pf.Layer())}
+	return &testPrefs{file: pf, site: site, actions: actions, book: prefs.New(site, file, pf.Layer())}
 }
+
+func (p *testPrefs) Actions() config.Actions { return p.actions }
 
 func (p *testPrefs) Book() *prefs.Book {
 	p.mu.Lock()
@@ -825,5 +839,51 @@ func TestPrefsEndpoint(t *testing.T) {
 	var e *Error
 	if _, err := bare.client.Prefs(ctx, "alice@example.org", ""); !errors.As(err, &e) || e.Status != http.StatusNotFound {
 		t.Errorf("without preferences: %v", err)
+	}
+}
+
+// TestClassifyDecide asks /v1/classify for the decision a recipient's
+// mail gets under their preferences: the user's, their domain's and the
+// site's, and the sender lists.
+func TestClassifyDecide(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPrefs(t)
+	fx := newFixture(t, Options{Prefs: tp})
+	fx.trainAll(t, "")
+	tag := "[ALICE]"
+	if _, err := fx.client.SetPrefs(ctx, "alice@example.org", "", config.Pref{SubjectTag: &tag, Action: "tag", Deny: []string{"*@spam.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	spam, ham := fx.spam[len(fx.spam)-1], fx.ham[len(fx.ham)-1]
+	for _, tt := range []struct {
+		name, user, sender string
+		msg                []byte
+		want               Decision
+		result             string // in X-Spamd-Result
+	}{
+		{"the site's", "x@elsewhere.example", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[SPAM]", Action: "accept"}, "spam; "},
+		{"the domain's action", "bob@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[SPAM]", Action: "quarantine"}, "spam; "},
+		{"the user's over the domain's", "alice@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[ALICE]", Action: "accept"}, "spam; "},
+		{"the user's deny list", "alice@example.org", "bulk@spam.example", ham,
+			Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Listed: "deny", By: "user", SubjectTag: "[ALICE]", Action: "accept"}, "listed=deny; by=user"},
+		{"ham", "bob@example.org", "bulk@spam.example", ham, Decision{Verdict: "ham", Class: "ham", Required: 3, Action: "accept"}, "ham; "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := fx.client.Decide(ctx, tt.user, tt.sender, tt.msg, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := *v.Decision
+			hs := d.Headers
+			d.Headers = nil
+			if !reflect.DeepEqual(d, tt.want) {
+				t.Errorf("decision %+v\nwant %+v", d, tt.want)
+			}
+			flag := map[bool]string{true: "YES", false: "NO"}[tt.want.Spam]
+			if len(hs) != 6 || hs[0] != [2]string{"X-Spam-Flag", flag} || hs[4] != [2]string{"X-Spamd-Class", tt.want.Class} ||
+				hs[5][0] != "X-Spamd-Result" || !strings.Contains(hs[5][1], tt.result) || !strings.Contains(hs[5][1], "; fields=") {
+				t.Errorf("headers %q", hs)
+			}
+		})
 	}
 }

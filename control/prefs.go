@@ -15,11 +15,13 @@ import (
 )
 
 // PrefsService is what the API needs of the recipients' preferences:
-// those in force, and the layer set through the API, which SetUser and
-// SetDomain change (the zero config.Pref removing an entry) and which
-// the daemon applies from the next message on.
+// those in force, the site's [actions] they are applied with, and the
+// layer set through the API, which SetUser and SetDomain change (the
+// zero config.Pref removing an entry) and which the daemon applies from
+// the next message on.
 type PrefsService interface {
 	Book() *prefs.Book
+	Actions() config.Actions
 	SetUser(user string, p config.Pref) error
 	SetDomain(domain string, p config.Pref) error
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/identity"
@@ -387,8 +388,16 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 			return nil, fail(http.StatusBadRequest, fmt.Errorf("explain %q: want 0 to 100", e))
 		}
 	}
+	q := r.URL.Query()
+	decided := q.Get("decide") == "1"
+	if !decided && (q.Has("sender") || q.Has("decide") && q.Get("decide") != "0") {
+		return nil, fail(http.StatusBadRequest, errors.New("decide: want 0 or 1; sender= needs decide=1"))
+	}
 	if err := s.mayRead(r, user); err != nil {
 		return nil, fail(http.StatusForbidden, err)
+	}
+	if decided && s.Prefs == nil {
+		return nil, fail(http.StatusNotFound, errors.New("this server keeps no preferences"))
 	}
 	release, err := s.withBody(r, false)
 	if err != nil {
@@ -427,7 +436,27 @@ func (s *Server) classify(w http.ResponseWriter, r *http.Request) (any, error) {
 	for _, m := range v.Measures {
 		out.Measures = append(out.Measures, Measure{Name: m.Name, Value: m.Text, LogRatio: m.LogRatio, Weight: m.Weight})
 	}
+	if decided {
+		// The recipient is the user: their preferences, their domain's
+		// and the site's, as the milter applies them to their mail.
+		d := decide.For(fc, s.Prefs.Actions(), s.Prefs.Book().For(user, decide.DomainOf(user)),
+			decide.SenderOf(raw, q.Get("sender")), v, decide.Fields(raw))
+		out.Decision = decisionOf(d)
+	}
 	return out, nil
+}
+
+// decisionOf is the API's form of a decision.
+func decisionOf(d decide.Decision) *Decision {
+	out := &Decision{Verdict: d.Verdict, Spam: d.Spam, Class: d.Class, Required: d.Result.Required,
+		Action: d.Outcome.Action.String(), Headers: d.Headers()}
+	if d.Tag {
+		out.SubjectTag = d.SubjectTag
+	}
+	if d.Listed {
+		out.Listed, out.By = d.Listing.List, string(d.Listing.Level)
+	}
+	return out
 }
 
 func weights(cs []nb.Contribution) []Weight {

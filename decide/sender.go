@@ -5,6 +5,7 @@ import (
 	"net/mail"
 	"strings"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/prefs"
 )
 
@@ -59,4 +60,20 @@ func Addresses(v string) []string {
 		}
 	}
 	return out[:min(len(out), MaxSenderFields)]
+}
+
+// DomainOf returns the lower-cased domain of a recipient address, "" if
+// it has none that could name preferences: the domain
+// whose preferences apply to the recipient.
+func DomainOf(rcpt string) string {
+	a := strings.Trim(rcpt, "<> ")
+	i := strings.LastIndexByte(a, '@')
+	if i < 0 {
+		return ""
+	}
+	d := strings.ToLower(a[i+1:])
+	if config.ValidDomain(d) != nil {
+		return ""
+	}
+	return d
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
-	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/identity"
@@ -226,7 +224,7 @@ func (m *message) recipients(ctx context.Context, f *filter.Filter) ([]recipient
 	trained := map[string]bool{}
 	seen := map[recipient]bool{}
 	for _, rcpt := range m.rcpts {
-		r := recipient{user: userOf(rcpt, mode), domain: domainOf(rcpt)}
+		r := recipient{user: userOf(rcpt, mode), domain: decide.DomainOf(rcpt)}
 		if mode == "global" {
 			// No model of one's own, but preferences of one's own.
 			r.user = userOf(rcpt, "address")
@@ -261,21 +259,6 @@ func (m *message) recipients(ctx context.Context, f *filter.Filter) ([]recipient
 		models = append(models, "")
 	}
 	return rcpts, models, nil
-}
-
-// domainOf returns the lower-cased domain of a recipient address, "" if
-// it has none that could name preferences.
-func domainOf(rcpt string) string {
-	a := strings.Trim(rcpt, "<> ")
-	i := strings.LastIndexByte(a, '@')
-	if i < 0 {
-		return ""
-	}
-	d := strings.ToLower(a[i+1:])
-	if config.ValidDomain(d) != nil {
-		return ""
-	}
-	return d
 }
 
 // userOf names the user a recipient's model belongs to, "" if none, by

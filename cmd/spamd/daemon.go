@@ -538,6 +538,8 @@ type prefsService daemon
 
 func (p *prefsService) Book() *prefs.Book { return p.ms.Settings().Prefs }
 
+func (p *prefsService) Actions() config.Actions { return p.ms.Settings().Actions }
+
 func (p *prefsService) SetUser(user string, pref config.Pref) error {
 	return p.set(func() (prefs.Layer, error) { return p.prefs.SetUser(user, pref) })
 }
