@@ -154,7 +154,9 @@ type Decision struct {
 	// whose list it was: user, domain or global.
 	Listed string `json:"listed,omitempty"`
 	By     string `json:"by,omitempty"`
-	// SubjectTag is the tag put before the Subject, "" for none.
+	// Tag is set when the Subject is to be tagged (spam, or a class
+	// [actions.classes] tags), with SubjectTag ("" for no tag).
+	Tag        bool   `json:"tag"`
 	SubjectTag string `json:"subject_tag,omitempty"`
 	// Action is what the milter would tell the MTA: accept, quarantine
 	// or reject.

@@ -861,11 +861,11 @@ func TestClassifyDecide(t *testing.T) {
 		want               Decision
 		result             string // in X-Spamd-Result
 	}{
-		{"the site's", "x@elsewhere.example", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[SPAM]", Action: "accept"}, "spam; "},
-		{"the domain's action", "bob@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[SPAM]", Action: "quarantine"}, "spam; "},
-		{"the user's over the domain's", "alice@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, SubjectTag: "[ALICE]", Action: "accept"}, "spam; "},
+		{"the site's", "x@elsewhere.example", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Tag: true, SubjectTag: "[SPAM]", Action: "accept"}, "spam; "},
+		{"the domain's action", "bob@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Tag: true, SubjectTag: "[SPAM]", Action: "quarantine"}, "spam; "},
+		{"the user's over the domain's", "alice@example.org", "", spam, Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Tag: true, SubjectTag: "[ALICE]", Action: "accept"}, "spam; "},
 		{"the user's deny list", "alice@example.org", "bulk@spam.example", ham,
-			Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Listed: "deny", By: "user", SubjectTag: "[ALICE]", Action: "accept"}, "listed=deny; by=user"},
+			Decision{Verdict: "spam", Spam: true, Class: "spam", Required: 3, Listed: "deny", By: "user", Tag: true, SubjectTag: "[ALICE]", Action: "accept"}, "listed=deny; by=user"},
 		{"ham", "bob@example.org", "bulk@spam.example", ham, Decision{Verdict: "ham", Class: "ham", Required: 3, Action: "accept"}, "ham; "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

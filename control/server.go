@@ -451,7 +451,7 @@ func decisionOf(d decide.Decision) *Decision {
 	out := &Decision{Verdict: d.Verdict, Spam: d.Spam, Class: d.Class, Required: d.Result.Required,
 		Action: d.Outcome.Action.String(), Headers: d.Headers()}
 	if d.Tag {
-		out.SubjectTag = d.SubjectTag
+		out.Tag, out.SubjectTag = true, d.SubjectTag
 	}
 	if d.Listed {
 		out.Listed, out.By = d.Listing.List, string(d.Listing.Level)

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,14 +18,16 @@ import (
 	"github.com/spamd/spamd/decide"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/mailbox"
+	"github.com/spamd/spamd/prefs"
 )
 
 // The filter command is for delivery outside the MTA's milter: procmail,
 // maildrop, Exim's transport filter, Dovecot Sieve's extprograms. It
 // reads one message on standard input and writes it to standard output
-// with the headers the milter adds, and says the verdict in its exit
-// status. Whatever fails, the message itself is written: a filter must
-// never lose mail.
+// with the headers the milter adds for the recipient --user names, under
+// their preferences and sender lists (package decide, as the milter
+// decides), and says the verdict in its exit status. Whatever fails, the
+// message itself is written: a filter must never lose mail.
 
 // exitCodes are the exit statuses of the filter command by outcome.
 type exitCodes struct{ ham, spam, unsure, err int }
@@ -68,11 +71,21 @@ func (e *exitStatus) Unwrap() error { return e.err }
 
 // filterArgs are the parsed arguments of filter.
 type filterArgs struct {
-	mf      modelFlags
-	codes   exitCodes
-	tag     string        // the Subject tag for spam
+	mf    modelFlags
+	codes exitCodes
+	// tag, when tagSet, replaces the Subject tag the decision puts on.
+	tag     string
+	tagSet  bool
 	explain int           // the tokens per side X-Spamd-Result lists
 	timeout time.Duration // the longest classifying may take
+	// sender is the envelope sender, when senderSet; else the message's
+	// Return-Path field says it.
+	sender    string
+	senderSet bool
+	// cfg is spamd's configuration, whose [actions] and [prefs] the
+	// local path decides with; cfgErr says why it could not be read.
+	cfg    config.Config
+	cfgErr error
 }
 
 func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
@@ -80,7 +93,8 @@ func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
 	a := &filterArgs{codes: exitCodes{0, 1, 2, 3}}
 	a.mf.register(fs, true)
 	fs.Var(&a.codes, "exit-codes", "exit statuses for ham, spam, unsure and error; procmail's f flag wants 0,0,0,0")
-	tag := fs.String("tag", "", "Subject tag for spam (default: [actions] subject_tag of spamd's configuration)")
+	fs.StringVar(&a.tag, "tag", "", "Subject tag for the mail the decision tags (default: the recipient's, from the preferences, else [actions] subject_tag)")
+	fs.StringVar(&a.sender, "sender", "", "envelope sender, for the sender lists (default: the message's Return-Path field; none: the null sender)")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "longest classifying may take; past it the message is passed on unfiltered, with the error status")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError(err)
@@ -88,20 +102,77 @@ func parseFilterArgs(e *env, args []string) (*filterArgs, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: filter reads the message on standard input and takes no arguments", errUsage)
 	}
-	// The headers are spamd's: its tag and its explanation length,
-	// unless told otherwise. A configuration that cannot be read leaves
-	// the defaults; the message is still passed on.
-	cfg, _, err := loadConfig(a.mf.cfgPath)
-	if err != nil {
-		cfg = config.Default(os.Getenv)
+	// The headers are spamd's: its explanation length, and locally its
+	// [actions] and [prefs]. A configuration that cannot be read leaves
+	// the defaults for the explanation; the local path then fails, and
+	// the message is still passed on.
+	a.cfg, _, a.cfgErr = loadConfig(a.mf.cfgPath)
+	if a.cfgErr != nil {
+		a.cfg = config.Default(os.Getenv)
 	}
-	a.tag, a.explain = cfg.Actions.SubjectTag, cfg.Milter.Explain
+	a.explain = a.cfg.Milter.Explain
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "tag" {
-			a.tag = *tag
-		}
+		a.tagSet = a.tagSet || f.Name == "tag"
+		a.senderSet = a.senderSet || f.Name == "sender"
 	})
 	return a, nil
+}
+
+// envelope returns the envelope sender of raw: --sender, else the
+// message's first Return-Path field (which procmail, maildrop and
+// Dovecot's LDA find or add), else the null sender, which no allow list
+// matches.
+func (a *filterArgs) envelope(raw []byte) string {
+	if a.senderSet {
+		return a.sender
+	}
+	return returnPath(raw)
+}
+
+// returnPath returns the address of raw's first Return-Path field, ""
+// if it has none or it is the null sender.
+func returnPath(raw []byte) string {
+	for len(raw) > 0 {
+		line, rest, _ := bytes.Cut(raw, []byte("\n"))
+		raw = rest
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break // the end of the header
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimRight(name, " \t")), "Return-Path") {
+			v := strings.TrimSpace(string(value))
+			if i := strings.IndexByte(v, '<'); i >= 0 {
+				v, _, _ = strings.Cut(v[i+1:], ">")
+			}
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// localBook returns the preferences the local path decides with: the
+// [prefs] of spamd's configuration, and under them what was set through
+// the API, kept in the prefs.json the daemon keeps ([prefs] file, by
+// default in the store's directory), read as the daemon last wrote it.
+func (a *filterArgs) localBook(fc filter.Config) (*prefs.Book, error) {
+	if a.cfgErr != nil {
+		return nil, fmt.Errorf("spamd's configuration, whose preferences apply: %w", a.cfgErr)
+	}
+	path := a.cfg.Prefs.File
+	if path == "" {
+		dir := a.cfg.Store.Dir
+		if a.mf.db != "" && a.mf.redis == "" {
+			dir = a.mf.db
+		}
+		path = filepath.Join(dir, "prefs.json")
+	}
+	pf, err := prefs.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return prefs.New(prefs.SiteOf(fc.Required(), a.cfg.Actions, a.cfg.Prefs),
+		prefs.Layer{Users: a.cfg.Prefs.User, Domains: a.cfg.Prefs.Domain}, pf.Layer()), nil
 }
 
 // readFiltered reads the message on standard input, up to the size a
@@ -111,17 +182,19 @@ func readFiltered(in io.Reader) (raw []byte, whole bool, err error) {
 	return raw, len(raw) <= mailbox.DefaultMaxBytes, err
 }
 
-// passOn writes the message, annotated with r unless cause says why it
-// could not be judged, and returns the exit status for it.
+// passOn writes the message, annotated with j's headers unless cause
+// says why it could not be judged, and returns the exit status for it.
 func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, j *judged, cause error) error {
 	out := raw
 	if cause == nil {
-		r, tag := j.r, ""
-		r.Fields = decide.Fields(raw)
-		if j.spam {
-			tag = a.tag
+		tag := ""
+		if j.tagged {
+			tag = j.tag
+			if a.tagSet {
+				tag = a.tag
+			}
 		}
-		out = decide.Annotate(raw, decide.Decision{Spam: j.spam, Class: j.class, Result: r}.Headers(), tag)
+		out = decide.Annotate(raw, j.headers, tag)
 	}
 	if _, err := e.stdout.Write(out); err != nil {
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
@@ -131,25 +204,36 @@ func passOn(e *env, a *filterArgs, raw []byte, rest io.Reader, j *judged, cause 
 			return &exitStatus{code: a.codes.err, err: fmt.Errorf("write the message: %w", err)}
 		}
 	}
+	// A quarantine or a rejection means nothing in a pipe: the message
+	// gets the headers of mail the milter accepts, and the status of
+	// its verdict.
 	switch {
 	case cause != nil:
 		return &exitStatus{code: a.codes.err, err: fmt.Errorf("the message was passed on unfiltered: %w", cause)}
 	case j.spam:
 		return &exitStatus{code: a.codes.spam}
-	case j.r.Verdict == "unsure":
+	case j.verdict == "unsure":
 		return &exitStatus{code: a.codes.unsure}
 	}
 	// Ham, and every class that is not spam.
 	return &exitStatus{code: a.codes.ham}
 }
 
-// judged is what filter found of a message: X-Spamd-Result's content,
-// the class decided and whether it is a spam class (and not unsure).
+// judged is what filter decided for the recipient: the verdict under
+// their preferences and whether it is a spam class (and not unsure),
+// the header fields to add, and whether and with what to tag the
+// Subject.
 type judged struct {
-	r     decide.Result
-	class string
-	spam  bool
+	verdict string
+	spam    bool
+	headers [][2]string
+	tagged  bool
+	tag     string
 }
+
+// recipient returns the user name and the domain whose preferences
+// apply to the mail of user: the user, and the domain of its address.
+func recipient(user string) (string, string) { return user, decide.DomainOf(user) }
 
 func runFilter(ctx context.Context, e *env, args []string) error {
 	a, err := parseFilterArgs(e, args)
@@ -171,27 +255,22 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 		if openErr != nil {
 			return nil, openErr
 		}
+		fc := f.Config()
+		book, err := a.localBook(fc)
+		if err != nil {
+			return nil, err
+		}
 		v, err := f.Classify(ctx, a.mf.user, raw, filter.ClassifyOptions{Explain: a.explain})
 		if err != nil {
 			return nil, err
 		}
-		fc := f.Config()
-		j := &judged{class: v.Class, spam: !v.Unsure && fc.IsSpam(v.Class),
-			r: decide.Result{Verdict: v.Label(), Probability: v.Probability, Score: v.Score, Required: fc.Required(), Signature: v.Digest}}
-		for c, cs := range v.Toward {
-			for _, x := range cs {
-				if c == fc.Positive {
-					j.r.Spammy = append(j.r.Spammy, x.Name)
-				} else {
-					j.r.Hammy = append(j.r.Hammy, x.Name)
-				}
-			}
-		}
-		return j, nil
+		d := decide.For(fc, a.cfg.Actions, book.For(recipient(a.mf.user)), decide.SenderOf(raw, a.envelope(raw)), v, decide.Fields(raw))
+		return &judged{verdict: d.Verdict, spam: d.Spam, headers: d.Headers(), tagged: d.Tag, tag: d.SubjectTag}, nil
 	})
 }
 
-// remoteFilter classifies through the daemon.
+// remoteFilter classifies through the daemon, which decides under the
+// preferences it holds.
 func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string) error {
 	a, err := parseFilterArgs(e, args)
 	if err != nil {
@@ -203,25 +282,12 @@ func remoteFilter(ctx context.Context, e *env, c *control.Client, args []string)
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	return filterMessage(e, a, func(raw []byte) (*judged, error) {
-		v, err := c.Classify(ctx, a.mf.user, raw, a.explain)
+		v, err := c.Decide(ctx, a.mf.user, a.envelope(raw), raw, a.explain)
 		if err != nil {
 			return nil, err
 		}
-		j := &judged{class: v.Class, spam: v.Spam,
-			r: decide.Result{Verdict: v.Verdict, Probability: v.Probability, Score: v.Score, Required: v.Required}}
-		if d, err := hex.DecodeString(v.Digest); err == nil && len(d) == len(j.r.Signature) {
-			copy(j.r.Signature[:], d)
-		}
-		for c, ws := range v.Toward {
-			for _, w := range ws {
-				if c == v.Positive {
-					j.r.Spammy = append(j.r.Spammy, w.Token)
-				} else {
-					j.r.Hammy = append(j.r.Hammy, w.Token)
-				}
-			}
-		}
-		return j, nil
+		d := v.Decision
+		return &judged{verdict: d.Verdict, spam: d.Spam, headers: d.Headers, tagged: d.Tag, tag: d.SubjectTag}, nil
 	})
 }
 

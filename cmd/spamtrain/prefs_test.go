@@ -18,10 +18,13 @@ import (
 // prefsDaemon keeps preferences as spamd does: the API's layer in a
 // file, over the site's settings.
 type prefsDaemon struct {
-	mu   sync.Mutex
-	file *prefs.File
-	book *prefs.Book
+	mu      sync.Mutex
+	file    *prefs.File
+	actions config.Actions
+	book    *prefs.Book
 }
+
+func (p *prefsDaemon) Actions() config.Actions { return p.actions }
 
 func (p *prefsDaemon) Book() *prefs.Book {
 	p.mu.Lock()

@@ -11,19 +11,30 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/identity"
+	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
 // daemon is spamd's control API served in-process over a Badger store,
-// as the daemon serves it.
+// as the daemon serves it, with the preferences it keeps.
 type daemon struct {
 	sock, dir string
 }
 
+// startDaemon starts a daemon with the default [actions] and no [prefs].
 func startDaemon(t *testing.T) daemon {
+	t.Helper()
+	return startDaemonPrefs(t, config.Actions{}, config.Prefs{})
+}
+
+// startDaemonPrefs starts a daemon whose configuration says a and p;
+// what is set through its API is kept in prefs.json in its store's
+// directory, as spamd keeps it.
+func startDaemonPrefs(t *testing.T, a config.Actions, p config.Prefs) daemon {
 	t.Helper()
 	d := daemon{sock: filepath.Join(t.TempDir(), "api.sock"), dir: filepath.Join(t.TempDir(), "db")}
 	st, err := badgerstore.Open(context.Background(), d.dir, badgerstore.Options{})
@@ -34,8 +45,14 @@ func startDaemon(t *testing.T) daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pf, err := prefs.OpenFile(filepath.Join(d.dir, "prefs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := &prefsDaemon{file: pf, actions: a,
+		book: prefs.New(prefs.SiteOf(f.Config().Required(), a, p), prefs.Layer{Users: p.User, Domains: p.Domain}, pf.Layer())}
 	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Compact: st.Compact, Dir: d.dir,
-		Rule: func() identity.Rule { return identity.Address }})
+		Rule: func() identity.Rule { return identity.Address }, Prefs: pd})
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/prefs"
 	"github.com/spamd/spamd/store"
 )
 
@@ -116,7 +118,12 @@ func TestSieveFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(sock, 0o666)
-	hs := &http.Server{Handler: control.NewServer(control.Options{Filter: func() *filter.Filter { return f }}).Handler(), ConnContext: control.ConnContext}
+	pf, err := prefs.OpenFile(filepath.Join(base, "prefs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := &prefsDaemon{file: pf, book: prefs.New(prefs.SiteOf(f.Config().Required(), config.Actions{}, config.Prefs{}), prefs.Layer{}, prefs.Layer{})}
+	hs := &http.Server{Handler: control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Prefs: pd}).Handler(), ConnContext: control.ConnContext}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 
