@@ -130,7 +130,7 @@ func (a *filterArgs) envelope(raw []byte) string {
 }
 
 // returnPath returns the address of raw's first Return-Path field, ""
-// if it has none or it is the null sender.
+// if it has none, it is the null sender or it holds no address.
 func returnPath(raw []byte) string {
 	for len(raw) > 0 {
 		line, rest, _ := bytes.Cut(raw, []byte("\n"))
@@ -145,7 +145,10 @@ func returnPath(raw []byte) string {
 			if i := strings.IndexByte(v, '<'); i >= 0 {
 				v, _, _ = strings.Cut(v[i+1:], ">")
 			}
-			return strings.TrimSpace(v)
+			if v = strings.TrimSpace(v); strings.ContainsAny(v, "<> \t\r\n") {
+				return "" // no address: no list can name it
+			}
+			return v
 		}
 	}
 	return ""

@@ -191,3 +191,48 @@ func TestFilterThroughDaemon(t *testing.T) {
 		})
 	}
 }
+
+func TestReturnPath(t *testing.T) {
+	for _, tt := range []struct{ name, raw, want string }{
+		{"LF", "Return-Path: <bounce@example.org>\nFrom: a@example.org\n\nbody\n", "bounce@example.org"},
+		{"CRLF, not first, odd case", "Received: x\r\nreturn-path:<Bounce@Example.org>\r\n\r\n", "Bounce@Example.org"},
+		{"the null sender", "Return-Path: <>\n\n", ""},
+		{"bare", "Return-Path: bounce@example.org\n\n", "bounce@example.org"},
+		{"only in the body", "From: a@example.org\n\nReturn-Path: <x@example.org>\n", ""},
+		{"none", "From: a@example.org\n\n", ""},
+	} {
+		if got := returnPath([]byte(tt.raw)); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzReturnPath checks that returnPath never panics and finds no
+// address with an angle bracket or white space in it.
+func FuzzReturnPath(f *testing.F) {
+	f.Add([]byte("Return-Path: <bounce@example.org>\n\n"))
+	f.Add([]byte("Return-Path: <<>\r\n"))
+	f.Add([]byte("return-path:"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got := returnPath(raw); strings.ContainsAny(got, "<> \t\r\n") {
+			t.Errorf("%q from %q", got, raw)
+		}
+	})
+}
+
+// TestFilterBadPrefsFile checks that the local path passes the message
+// on unfiltered, with the error status, when it cannot read the
+// preferences set through the API: it must not deliver as if the
+// recipient had none.
+func TestFilterBadPrefsFile(t *testing.T) {
+	isolate(t)
+	db := trainSample(t)
+	if err := os.WriteFile(filepath.Join(db, "prefs.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spam := firstFile(t, filepath.Join(sample, "spam"))
+	code, out, errOut := spamtrain(t, spam, "filter", "--db", db, "--user", "alice@example.org")
+	if code != 3 || out != spam || !strings.Contains(errOut, "prefs.json") {
+		t.Errorf("exit %d, %q; the message changed: %v", code, errOut, out != spam)
+	}
+}

@@ -23,6 +23,8 @@ import (
 // as the daemon serves it, with the preferences it keeps.
 type daemon struct {
 	sock, dir string
+	f         *filter.Filter
+	prefs     *prefsDaemon
 }
 
 // startDaemon starts a daemon with the default [actions] and no [prefs].
@@ -63,6 +65,7 @@ func startDaemonPrefs(t *testing.T, a config.Actions, p config.Prefs) daemon {
 		hs.Close()
 		st.Close()
 	})
+	d.f, d.prefs = f, pd
 	return d
 }
 
