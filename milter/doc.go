@@ -28,8 +28,12 @@
 //     tokens and the message's signature;
 //   - tags the Subject, quarantines, or rejects, as Actions say.
 //
-// What the MTA is told is an Outcome: an action, an SMTP code, an enhanced
-// code, a public text and a private reason.
+// Each recipient's decision (the label under their preferences and
+// sender lists, the action, the Subject tag and the headers) is made by
+// package decide, which spamtrain filter and the control API use too, so
+// that mail filtered outside the MTA gets the same. What the MTA is told
+// is a decide.Outcome: an action, an SMTP code, an enhanced code, a
+// public text and a private reason.
 //
 // # Failures
 //
