@@ -26,6 +26,7 @@ import (
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/history"
 	"github.com/spamd/spamd/prefs"
+	"github.com/spamd/spamd/prefs/prefstest"
 	"github.com/spamd/spamd/relabel"
 	"github.com/spamd/spamd/reportq"
 	"github.com/spamd/spamd/store"
@@ -725,51 +726,17 @@ func TestReportEndpoint(t *testing.T) {
 	})
 }
 
-// testPrefs keeps preferences as the daemon does: the API's layer in a
-// file, over the site's settings.
-type testPrefs struct {
-	mu      sync.Mutex
-	file    *prefs.File
-	site    prefs.Site
-	actions config.Actions
-	book    *prefs.Book
-}
-
-func newTestPrefs(t testing.TB) *testPrefs {
+// newTestPrefs keeps preferences as the daemon does: the API's layer in
+// a file, over the site's settings and a configuration's layer that
+// holds example.org.
+func newTestPrefs(t testing.TB) *prefstest.Service {
 	pf, err := prefs.OpenFile(filepath.Join(t.(interface{ TempDir() string }).TempDir(), "prefs.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	actions := config.Actions{SubjectTag: "[SPAM]", RejectScore: 10}
-	site := prefs.SiteOf(3, actions, config.Prefs{})
-	file := prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}}
-	return &testPrefs{file: pf, site: site, actions: actions, book: prefs.New(site, file, pf.Layer())}
-}
-
-func (p *testPrefs) Actions() config.Actions { return p.actions }
-
-func (p *testPrefs) Book() *prefs.Book {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.book
-}
-
-func (p *testPrefs) SetUser(user string, pref config.Pref) error {
-	return p.set(func() (prefs.Layer, error) { return p.file.SetUser(user, pref) })
-}
-
-func (p *testPrefs) SetDomain(domain string, pref config.Pref) error {
-	return p.set(func() (prefs.Layer, error) { return p.file.SetDomain(domain, pref) })
-}
-
-func (p *testPrefs) set(change func() (prefs.Layer, error)) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, err := change()
-	if err == nil {
-		p.book = p.book.WithAPI(l)
-	}
-	return err
+	conf := prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}}
+	return prefstest.New(pf, actions, prefs.SiteOf(3, actions, config.Prefs{}), conf)
 }
 
 // TestPrefsEndpoint sets and reads preferences through the API, and

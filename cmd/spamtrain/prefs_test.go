@@ -5,50 +5,15 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/prefs"
+	"github.com/spamd/spamd/prefs/prefstest"
 	"github.com/spamd/spamd/store"
 )
-
-// prefsDaemon keeps preferences as spamd does: the API's layer in a
-// file, over the site's settings.
-type prefsDaemon struct {
-	mu      sync.Mutex
-	file    *prefs.File
-	actions config.Actions
-	book    *prefs.Book
-}
-
-func (p *prefsDaemon) Actions() config.Actions { return p.actions }
-
-func (p *prefsDaemon) Book() *prefs.Book {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.book
-}
-
-func (p *prefsDaemon) SetUser(user string, pref config.Pref) error {
-	return p.set(func() (prefs.Layer, error) { return p.file.SetUser(user, pref) })
-}
-
-func (p *prefsDaemon) SetDomain(domain string, pref config.Pref) error {
-	return p.set(func() (prefs.Layer, error) { return p.file.SetDomain(domain, pref) })
-}
-
-func (p *prefsDaemon) set(change func() (prefs.Layer, error)) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, err := change()
-	if err == nil {
-		p.book = p.book.WithAPI(l)
-	}
-	return err
-}
 
 // TestPrefsCommand shows and sets preferences through a daemon's API
 // with spamtrain prefs.
@@ -60,7 +25,7 @@ func TestPrefsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	site := prefs.SiteOf(3, config.Actions{SubjectTag: "[SPAM]", RejectScore: 10}, config.Prefs{})
-	pd := &prefsDaemon{file: pf, book: prefs.New(site, prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}}, pf.Layer())}
+	pd := prefstest.New(pf, config.Actions{}, site, prefs.Layer{Domains: map[string]config.Pref{"example.org": {Action: "quarantine"}}})
 	f, err := filter.New(store.NewMemory(), filter.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

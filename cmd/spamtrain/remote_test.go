@@ -16,6 +16,7 @@ import (
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/identity"
 	"github.com/spamd/spamd/prefs"
+	"github.com/spamd/spamd/prefs/prefstest"
 	"github.com/spamd/spamd/store/badgerstore"
 )
 
@@ -24,7 +25,7 @@ import (
 type daemon struct {
 	sock, dir string
 	f         *filter.Filter
-	prefs     *prefsDaemon
+	prefs     *prefstest.Service
 }
 
 // startDaemon starts a daemon with the default [actions] and no [prefs].
@@ -51,8 +52,7 @@ func startDaemonPrefs(t *testing.T, a config.Actions, p config.Prefs) daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd := &prefsDaemon{file: pf, actions: a,
-		book: prefs.New(prefs.SiteOf(f.Config().Required(), a, p), prefs.Layer{Users: p.User, Domains: p.Domain}, pf.Layer())}
+	pd := prefstest.New(pf, a, prefs.SiteOf(f.Config().Required(), a, p), prefs.Layer{Users: p.User, Domains: p.Domain})
 	srv := control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Size: st.Size, Compact: st.Compact, Dir: d.dir,
 		Rule: func() identity.Rule { return identity.Address }, Prefs: pd})
 	ln, err := net.Listen("unix", d.sock)

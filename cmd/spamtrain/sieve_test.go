@@ -18,6 +18,7 @@ import (
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/prefs"
+	"github.com/spamd/spamd/prefs/prefstest"
 	"github.com/spamd/spamd/store"
 )
 
@@ -122,7 +123,7 @@ func TestSieveFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd := &prefsDaemon{file: pf, book: prefs.New(prefs.SiteOf(f.Config().Required(), config.Actions{}, config.Prefs{}), prefs.Layer{}, prefs.Layer{})}
+	pd := prefstest.New(pf, config.Actions{}, prefs.SiteOf(f.Config().Required(), config.Actions{}, config.Prefs{}), prefs.Layer{})
 	hs := &http.Server{Handler: control.NewServer(control.Options{Filter: func() *filter.Filter { return f }, Prefs: pd}).Handler(), ConnContext: control.ConnContext}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
