@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strings"
 )
 
@@ -370,14 +369,3 @@ func zshBracket(s string) string {
 
 // zshQuote quotes s for zsh in single quotes.
 func zshQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// Names returns the names of flags, in order, for tests that compare them
-// with what a program accepts.
-func Names(flags []Flag) []string {
-	out := make([]string, len(flags))
-	for i, f := range flags {
-		out[i] = f.Name
-	}
-	slices.Sort(out)
-	return out
-}
