@@ -37,6 +37,9 @@ type conn struct {
 	busy     bool      // a message is in flight
 	draining bool      // close as soon as no message is in flight
 	started  time.Time // when the message in flight began
+	// answering is set from a message's answered end until the answer
+	// is written: the one write after which a draining connection closes.
+	answering bool
 
 	// The framing of the command being read, seen as go-milter reads it:
 	// each command is a 4-byte length and that many bytes. Used by the
@@ -174,13 +177,19 @@ func (c *conn) addHeader(n int64) bool {
 }
 
 // Write writes with the write deadline, then closes a draining
-// connection once no message is in flight: the answer to a message's end
-// was the last thing it had to say.
+// connection if what it wrote was the answer to a message's end: that was
+// the last thing it had to say. Any other reply (the negotiation's, one
+// written just as the drain began) leaves the connection to the drain's
+// grace, for the MTA may already be sending a message on it.
 func (c *conn) Write(b []byte) (int, error) {
 	if c.hold {
 		c.pending = append(c.pending, b...)
 		return len(b), nil
 	}
+	c.mu.Lock()
+	answer := c.answering
+	c.answering = false
+	c.mu.Unlock()
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.write)); err != nil {
 		return 0, err
 	}
@@ -199,7 +208,7 @@ func (c *conn) Write(b []byte) (int, error) {
 			"conn", c.id, "timeout", c.write)
 		c.srv.obs.Error("timeout")
 	}
-	if c.idle() {
+	if answer && c.idle() {
 		c.Close()
 	}
 	return n, err
@@ -251,6 +260,7 @@ func (c *conn) begin() {
 func (c *conn) end(now bool) {
 	c.mu.Lock()
 	c.busy = false
+	c.answering = !now
 	closeNow := now && c.draining
 	c.mu.Unlock()
 	if closeNow {
