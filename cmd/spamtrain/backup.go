@@ -71,11 +71,7 @@ func runDump(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := a.mf.choose()
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, e, ch)
+	st, err := a.mf.store(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -244,11 +240,7 @@ func runRestore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeIn()
-	ch, err := a.mf.choose()
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, e, ch)
+	st, err := a.mf.store(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -390,11 +382,7 @@ func runDeleteUser(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := mf.choose()
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, e, ch)
+	st, err := mf.store(ctx, e)
 	if err != nil {
 		return err
 	}

@@ -242,6 +242,16 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 	return f, ms, nil
 }
 
+// store opens the store the flags choose, for commands that work on the
+// store itself rather than through a filter.
+func (m *modelFlags) store(ctx context.Context, e *env) (*modelStore, error) {
+	ch, err := m.choose()
+	if err != nil {
+		return nil, err
+	}
+	return openStore(ctx, e, ch)
+}
+
 // openStore opens the store ch names.
 func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error) {
 	var ms *modelStore

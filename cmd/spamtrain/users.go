@@ -32,11 +32,7 @@ func runUsers(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := mf.choose()
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, e, ch)
+	st, err := mf.store(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -157,11 +153,7 @@ func runReset(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := a.mf.choose()
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, e, ch)
+	st, err := a.mf.store(ctx, e)
 	if err != nil {
 		return err
 	}
