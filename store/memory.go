@@ -36,13 +36,16 @@ type memModel struct {
 	width    int                // values per row: a count and a weight per class when last grown
 	rows     map[bow.Hash]int32 // token → its row
 	chunks   [][]uint64         // rowsPerChunk rows of width values each, laid out as Counts
+	days     [][]Day            // each row's last day trained, chunked like chunks
 	n        int32              // rows handed out of the chunks
 	free     []int32            // rows of tokens whose values all went back to zero
 	seen     map[Digest]seenRec // message → how it is trained
 	messages []uint64           // per class
 	tokens   []uint64           // per class
 	vocab    uint64             // rows with a non-zero count
-	samples  SampleSet          // the values of the seen records
+	forgot   []uint64           // per class: seen records pruned
+	lastDay  Day
+	samples  SampleSet // the values of the seen records
 	// snap is samples as Totals gives them, shared and never modified:
 	// the filter reads them for every message, and one message changes
 	// but a few. stale lists the samples changed since, rebuilt by the
@@ -60,6 +63,8 @@ type seenRec struct {
 	class  int
 	steps  []int64
 	values []Value
+	day    Day
+	mark   uint64
 }
 
 var _ Store = (*Memory)(nil)
@@ -90,6 +95,11 @@ func (m *Memory) Totals(_ context.Context, user string) (Totals, error) {
 		copy(t.Tokens, mod.tokens)
 		t.Vocabulary = mod.vocab
 		t.Samples = mod.samplesNow()
+		t.LastDay = mod.lastDay
+		if slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
+			t.Forgotten = make([]uint64, n)
+			copy(t.Forgotten, mod.forgot)
+		}
 	}
 	return t, nil
 }
@@ -226,6 +236,7 @@ func (m *Memory) apply(user string, op *Op) Result {
 	if op.Class != "" {
 		next.class = m.classIndex(op.Class)
 		next.values = slices.Clone(op.Values)
+		next.day, next.mark = op.Day, op.Mark
 		for _, s := range op.Steps {
 			c := m.classIndex(s.Class)
 			if need := 2 * (c + 1); len(next.steps) < need {
@@ -255,6 +266,7 @@ func (m *Memory) apply(user string, op *Op) Result {
 	}
 	if next.class >= 0 {
 		mod.change(op.Bag, next, 1)
+		mod.lastDay = max(mod.lastDay, next.day)
 		mod.messages[next.class]++
 		mod.changeSamples(next.class, next.values, 1)
 		mod.seen[op.Digest] = next
@@ -305,9 +317,11 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	k := mod.width / 2
 	messages := make([]uint64, k)
 	var recount SampleSet
-	for _, rec := range mod.seen {
+	var marks MarkSet
+	for d, rec := range mod.seen {
 		messages[rec.class]++
 		recount.Add(rec.class, rec.values, 1)
+		marks.Add(rec.mark, m.classes[rec.class], d)
 	}
 	tokens := make([]uint64, k)
 	var vocab uint64
@@ -322,8 +336,8 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	}
 	var problems []string
 	for c := range k {
-		if messages[c] != mod.messages[c] {
-			problems = append(problems, fmt.Sprintf("class %q: %d messages in totals, %d seen records", m.classes[c], mod.messages[c], messages[c]))
+		if messages[c]+mod.forgot[c] != mod.messages[c] {
+			problems = append(problems, fmt.Sprintf("class %q: %d messages in totals, %d seen records and %d forgotten", m.classes[c], mod.messages[c], messages[c], mod.forgot[c]))
 		}
 		if tokens[c] != mod.tokens[c] {
 			problems = append(problems, fmt.Sprintf("class %q: %d tokens in totals, %d summed over token counts", m.classes[c], mod.tokens[c], tokens[c]))
@@ -333,6 +347,7 @@ func (m *Memory) Check(_ context.Context, user string) error {
 		problems = append(problems, fmt.Sprintf("vocabulary %d in totals, %d tokens counted", mod.vocab, vocab))
 	}
 	problems = append(problems, mod.samples.Samples().Differences(recount.Samples(), m.classes)...)
+	problems = append(problems, marks.Problems()...)
 	if problems != nil {
 		return fmt.Errorf("check %q: %w: %s", user, ErrInconsistent, strings.Join(problems, "; "))
 	}
@@ -375,6 +390,7 @@ func (mod *memModel) grow(classes int) {
 	mod.width = width
 	mod.messages = append(mod.messages, make([]uint64, classes-len(mod.messages))...)
 	mod.tokens = append(mod.tokens, make([]uint64, classes-len(mod.tokens))...)
+	mod.forgot = append(mod.forgot, make([]uint64, classes-len(mod.forgot))...)
 }
 
 // change adds (sign 1) or takes away (sign -1) a message's bag and steps
@@ -403,6 +419,9 @@ func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 		if sign > 0 {
 			row[2*c] += uint64(n)
 			mod.tokens[c] += uint64(n)
+			if d := mod.day(r); *d < rec.day {
+				*d = rec.day
+			}
 		} else {
 			d := min(row[2*c], uint64(n))
 			row[2*c] -= d
@@ -422,10 +441,21 @@ func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 			mod.vocab--
 		}
 		if allZero(row) {
-			delete(mod.rows, h)
-			mod.free = append(mod.free, r)
+			mod.drop(h, r)
 		}
 	}
+}
+
+// drop frees token h's row r, which must be all zero.
+func (mod *memModel) drop(h bow.Hash, r int32) {
+	delete(mod.rows, h)
+	*mod.day(r) = 0
+	mod.free = append(mod.free, r)
+}
+
+// day returns row r's last day trained.
+func (mod *memModel) day(r int32) *Day {
+	return &mod.days[r/rowsPerChunk][r%rowsPerChunk]
 }
 
 // countsAny reports whether a row has a non-zero count.
@@ -455,6 +485,9 @@ func (mod *memModel) newRow() int32 {
 		grown := make([]uint64, min(max(2*len(c), 64*mod.width), rowsPerChunk*mod.width))
 		copy(grown, c)
 		mod.chunks[ci] = grown
+	}
+	if ci == len(mod.days) {
+		mod.days = append(mod.days, make([]Day, rowsPerChunk))
 	}
 	mod.n++
 	return r
@@ -487,10 +520,14 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	if m.closed {
 		return fmt.Errorf("dump: %w", ErrClosed)
 	}
-	if err := fn(Record{Classes: slices.Clone(m.classes)}); err != nil {
+	mod := m.users[user]
+	head := Record{Classes: slices.Clone(m.classes)}
+	if mod != nil && slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
+		head.Forgotten = slices.Clone(mod.forgot)
+	}
+	if err := fn(head); err != nil {
 		return err
 	}
-	mod := m.users[user]
 	if mod == nil {
 		return nil
 	}
@@ -499,14 +536,15 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("dump: %w", err)
 		}
-		if err := fn(Record{Hash: h, Counts: slices.Clone(Counts(mod.row(mod.rows[h])))}); err != nil {
+		r := mod.rows[h]
+		if err := fn(Record{Hash: h, Counts: slices.Clone(Counts(mod.row(r))), Day: *mod.day(r)}); err != nil {
 			return err
 		}
 	}
 	digests := slices.SortedFunc(maps.Keys(mod.seen), func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
 	for _, d := range digests {
 		rec := mod.seen[d]
-		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps), Values: slices.Clone(rec.values)}); err != nil {
+		if err := fn(Record{Digest: d, Class: m.classes[rec.class], Steps: m.steps(rec.steps), Values: slices.Clone(rec.values), Day: rec.day, Mark: rec.mark}); err != nil {
 			return err
 		}
 	}
@@ -566,6 +604,12 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 				index = append(index, m.classIndex(c))
 			}
 			mod.grow(len(m.classes))
+			if len(r.Forgotten) > len(index) {
+				return fmt.Errorf("restore: %w: forgotten messages of classes the header lacks", ErrInconsistent)
+			}
+			for c, n := range r.Forgotten {
+				mod.forgot[index[c]] = n
+			}
 		case r.Counts != nil:
 			if len(r.Counts) > 2*len(index) {
 				return fmt.Errorf("restore: %w: token %x has values of classes the header lacks", ErrInconsistent, r.Hash)
@@ -582,6 +626,8 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			for c, i := range index {
 				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
 			}
+			*mod.day(rr) = r.Day
+			mod.lastDay = max(mod.lastDay, r.Day)
 		case r.Class != "":
 			if err := ValidClass(r.Class); err != nil {
 				return fmt.Errorf("restore: %w", err)
@@ -592,7 +638,8 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			if err := ValidValues(r.Values); err != nil {
 				return fmt.Errorf("restore: message %x: %w", r.Digest, err)
 			}
-			rec := seenRec{class: m.classIndex(r.Class), values: slices.Clone(r.Values)}
+			rec := seenRec{class: m.classIndex(r.Class), values: slices.Clone(r.Values), day: r.Day, mark: r.Mark}
+			mod.lastDay = max(mod.lastDay, r.Day)
 			for _, s := range r.Steps {
 				if err := ValidClass(s.Class); err != nil {
 					return fmt.Errorf("restore: %w", err)
@@ -609,6 +656,7 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 		}
 	}
 	mod.grow(len(m.classes))
+	copy(mod.messages, mod.forgot)
 	for _, rec := range mod.seen {
 		mod.messages[rec.class]++
 		mod.changeSamples(rec.class, rec.values, 1)
@@ -622,7 +670,7 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			mod.vocab++
 		}
 	}
-	if len(mod.rows) > 0 || len(mod.seen) > 0 {
+	if len(mod.rows) > 0 || len(mod.seen) > 0 || slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
 		m.users[user] = mod
 	}
 	return nil
@@ -640,4 +688,62 @@ func (m *Memory) DeleteUser(_ context.Context, user string) error {
 	}
 	delete(m.users, user)
 	return nil
+}
+
+// Prune deletes what rule selects from user's model, under the write
+// lock.
+func (m *Memory) Prune(ctx context.Context, user string, rule PruneRule) (PruneResult, error) {
+	if err := ValidUser(user); err != nil {
+		return PruneResult{}, fmt.Errorf("prune: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return PruneResult{}, fmt.Errorf("prune: %w", ErrClosed)
+	}
+	mod := m.users[user]
+	if mod == nil {
+		return PruneResult{}, nil
+	}
+	var census PruneCensus
+	if rule.MaxTokens != 0 {
+		for _, r := range mod.rows {
+			census.Add(rule, mod.row(r), *mod.day(r))
+		}
+	}
+	plan := rule.Plan(&census)
+	var res PruneResult
+	if rule.Tokens() {
+		for h, r := range mod.rows {
+			if err := ctx.Err(); err != nil {
+				// What went is gone whole, row by row, with its totals.
+				res.Vocabulary = mod.vocab
+				return res, fmt.Errorf("prune: %w", err)
+			}
+			row := mod.row(r)
+			if !plan.Drop(row, *mod.day(r)) {
+				continue
+			}
+			if countsAny(row) {
+				mod.vocab--
+			}
+			for c := 0; c < len(row); c += 2 {
+				mod.tokens[c/2] -= row[c]
+			}
+			clear(row)
+			mod.drop(h, r)
+			res.Tokens++
+		}
+	}
+	for d, rec := range mod.seen {
+		if !plan.DropSeen(rec.day) {
+			continue
+		}
+		mod.changeSamples(rec.class, rec.values, -1)
+		mod.forgot[rec.class]++
+		delete(mod.seen, d)
+		res.Seen++
+	}
+	res.Vocabulary = mod.vocab
+	return res, nil
 }

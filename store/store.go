@@ -46,7 +46,33 @@ type Totals struct {
 	// class index. It may be shared with the store and with other
 	// callers: it must not be modified.
 	Samples Samples
+	// Forgotten[i] is the number of messages trained as Classes[i] whose
+	// seen records Prune deleted: their counts stay in the model, so
+	// Messages[i] is the seen records of Classes[i] plus Forgotten[i].
+	Forgotten []uint64
+	// LastDay is the latest day a message was trained on (Op.Day), 0 for
+	// a model never trained.
+	LastDay Day
 }
+
+// Day is a calendar day, counted from 1970-01-01 UTC; what training
+// records of when a token and a message were last trained. A day, not a
+// time, because pruning needs no finer grain and a day costs a few bits.
+type Day uint32
+
+// DayOf returns the day t falls on, in UTC.
+func DayOf(t time.Time) Day {
+	if t.Unix() < 0 {
+		return 0
+	}
+	return Day(t.Unix() / 86400)
+}
+
+// Time returns midnight UTC at the start of d.
+func (d Day) Time() time.Time { return time.Unix(int64(d)*86400, 0).UTC() }
+
+// String returns d as YYYY-MM-DD.
+func (d Day) String() string { return d.Time().Format(time.DateOnly) }
 
 // Limits of measures and their levels.
 const (
@@ -166,6 +192,16 @@ type Op struct {
 	// steps: untraining takes back the values recorded, whatever values
 	// an op that relabels or forgets carries.
 	Values []Value
+	// Day is the day the message is trained on. Each token the op adds
+	// to keeps the latest day it was trained on, and the seen record its
+	// own, which Prune reads; the store takes it as given, and the
+	// filter sets it to the day of training.
+	Day Day
+	// Mark identifies the message as every copy of it is marked, however
+	// the path changed its headers (tokenize.Mark), or is 0. The seen
+	// record keeps it, so that Check can find one message trained as two
+	// classes under two digests.
+	Mark uint64
 }
 
 // Result says what an Op did.
@@ -221,6 +257,13 @@ type Store interface {
 	// killed, leaves no model of user, and while it runs the user has
 	// none either.
 	Restore(ctx context.Context, user string, next func() (Record, error)) error
+	// Prune deletes from user's model what rule selects: token rows, their
+	// counts taken from the totals and the vocabulary in the same atomic
+	// step, so that Check stays exact, and seen records, counted as
+	// forgotten (Totals.Forgotten) and their values taken from the
+	// samples. It may run while training goes on: a row is judged as it
+	// is when it is deleted.
+	Prune(ctx context.Context, user string, rule PruneRule) (PruneResult, error)
 	// DeleteUser removes user's model whole. A crash midway leaves it
 	// gone on the next open; deleting a model that does not exist does
 	// nothing.
@@ -235,6 +278,13 @@ type Record struct {
 	// Classes, in the header, names the classes that the rows and steps
 	// after it are indexed by.
 	Classes []string
+	// Forgotten, in the header, is Totals.Forgotten, indexed like
+	// Classes; nil when none was.
+	Forgotten []uint64
+	// Day is a token row's last day trained, or a seen record's day.
+	Day Day
+	// Mark is a seen record's Op.Mark.
+	Mark uint64
 	// Hash and Counts are a token's row, when Counts is not nil.
 	Hash   bow.Hash
 	Counts Counts

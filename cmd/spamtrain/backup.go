@@ -120,10 +120,11 @@ func remoteDump(ctx context.Context, e *env, c *control.Client, args []string) e
 			if err != nil {
 				return err
 			}
-			if err := w.Begin(user, classes); err != nil {
+			head, err := r.Record()
+			if err != nil {
 				return err
 			}
-			if _, err := r.Record(); err != nil { // the header, which Begin wrote
+			if err := w.Begin(user, classes, head.Forgotten); err != nil {
 				return err
 			}
 			for {

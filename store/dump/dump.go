@@ -5,38 +5,44 @@
 // A dump is line-oriented UTF-8 (ASCII in practice), one record per line,
 // fields separated by one space:
 //
-//	spamd-dump 2
+//	spamd-dump 3
 //	user alice@example.org
 //	classes ham spam
-//	t 00a1b2c3d4e5f607 3 -5120 0 0
-//	s 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 spam spam 812 -40 ham -812 40 f0=412 f2=64 f8=101
-//	end tokens=1 seen=1 messages=0,1 counts=3,0 values=0,3 levels=0,577
+//	forgotten 2,0
+//	t 00a1b2c3d4e5f607 2026-11-20 3 -5120 0 0
+//	s 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 spam 2026-11-20 5d41402abc4b2a76 spam 812 -40 ham -812 40 f0=412 f2=64 f8=101
+//	end tokens=1 seen=1 messages=0,1 counts=3,0 values=0,3 levels=0,577 forgotten=2,0
 //	user
 //	classes ham spam
 //	...
-//	end tokens=... seen=... messages=... counts=... values=... levels=...
+//	end tokens=... seen=... messages=... counts=... values=... levels=... forgotten=...
 //
 // The first line names the format and its version; a reader refuses a
 // version it does not know. Each user's model is a section: "user" and
 // its name ("" for the global model, written as "user" alone), "classes"
-// and the class names, then its rows. A token row ("t") is the feature's
-// hash in 16 hex digits and, for each class in order, its count and its
-// weight (signed, in units of store.WeightUnit). A seen record ("s") is
-// the message's digest in 64 hex digits, the class it was trained as,
-// for each weight step recorded when it was trained, the step's class,
-// head and body, and for each of its measures "f", the measure's index,
-// "=" and the level of its value (store.Value). "end" closes the section
+// and the class names, "forgotten" and the messages per class whose seen
+// records were pruned (left out when there are none), then its rows. A
+// token row ("t") is the feature's hash in 16 hex digits, the last day it
+// was trained (YYYY-MM-DD, UTC) and, for each class in order, its count
+// and its weight (signed, in units of store.WeightUnit). A seen record
+// ("s") is the message's digest in 64 hex digits, the class it was
+// trained as, the day it was trained, its mark (store.Op.Mark) in 16 hex
+// digits, for each weight step recorded when it was trained, the step's
+// class, head and body, and for each of its measures "f", the measure's
+// index, "=" and the level of its value (store.Value). "end" closes the section
 // with what the section holds: the number of token rows and seen records,
 // the messages per class (the seen records of each class), the sum of
-// each class's counts, and per class the number of values and the sum of
-// their levels. A reader checks them, so a dump cut short or edited by
+// each class's counts, per class the number of values and the sum of
+// their levels, and the forgotten line's messages again. A reader checks them, so a dump cut short or edited by
 // hand is refused before a restore finishes, and a restore is all or
 // nothing. A model's samples are not in the dump: restoring recounts them
 // from the seen records' values, as it recounts the totals.
 //
 // Version 1, before measures, had no values and no values= and levels=
-// on its end lines; a reader reads it still, as seen records without
-// values.
+// on its end lines; version 2, before pruning, had no days, marks and
+// forgotten line. A reader reads both still: their rows and seen
+// records have day 0 and mark 0, and a model restored from them is
+// pruned by the budget alone until it is trained again.
 //
 // Rows come in ascending hash order and seen records in ascending digest
 // order, as store.Store.Dump gives them, so that dumping a restored model
@@ -54,6 +60,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
@@ -62,7 +69,7 @@ import (
 // Magic is the first word of every dump; Version is the version written.
 const (
 	Magic   = "spamd-dump"
-	Version = 2
+	Version = 3
 )
 
 // minVersion is the oldest version a Reader reads.
@@ -93,11 +100,12 @@ type summary struct {
 	counts       []uint64 // per class
 	values       []uint64 // per class, from version 2
 	levels       []uint64 // per class, from version 2
+	forgotten    []uint64 // per class, from version 3
 }
 
 func newSummary(version, classes int) summary {
 	return summary{version: version, messages: make([]uint64, classes), counts: make([]uint64, classes),
-		values: make([]uint64, classes), levels: make([]uint64, classes)}
+		values: make([]uint64, classes), levels: make([]uint64, classes), forgotten: make([]uint64, classes)}
 }
 
 // NewWriter returns a Writer that writes to w. Nothing is written before
@@ -107,8 +115,9 @@ func NewWriter(w io.Writer) *Writer {
 }
 
 // Begin starts the section of user's model, whose rows are indexed by
-// classes.
-func (w *Writer) Begin(user string, classes []string) error {
+// classes; forgotten, indexed like classes, is store.Totals.Forgotten,
+// nil when none was.
+func (w *Writer) Begin(user string, classes []string, forgotten []uint64) error {
 	if w.open {
 		return errors.New("dump: Begin inside a section")
 	}
@@ -134,8 +143,17 @@ func (w *Writer) Begin(user string, classes []string) error {
 		w.w.WriteString(" " + c)
 	}
 	w.w.WriteString("\n")
+	if len(forgotten) > len(classes) {
+		return fmt.Errorf("dump: forgotten messages of %d classes, the section has %d", len(forgotten), len(classes))
+	}
+	f := make([]uint64, len(classes))
+	copy(f, forgotten)
+	if slices.ContainsFunc(f, func(n uint64) bool { return n != 0 }) {
+		fmt.Fprintf(w.w, "forgotten %s\n", joinUints(f))
+	}
 	w.open, w.classes = true, classes
 	w.sum = newSummary(Version, len(classes))
+	copy(w.sum.forgotten, forgotten)
 	return nil
 }
 
@@ -154,6 +172,8 @@ func (w *Writer) Write(r store.Record) error {
 		}
 		b = append(b, "t "...)
 		b = appendHex(b, uint64(r.Hash))
+		b = append(b, ' ')
+		b = appendDay(b, r.Day)
 		for c := range w.classes {
 			n := r.Counts.Count(c)
 			w.sum.counts[c] += n
@@ -174,6 +194,10 @@ func (w *Writer) Write(r store.Record) error {
 		b = hex.AppendEncode(b, r.Digest[:])
 		b = append(b, ' ')
 		b = append(b, c...)
+		b = append(b, ' ')
+		b = appendDay(b, r.Day)
+		b = append(b, ' ')
+		b = appendHex(b, r.Mark)
 		for _, s := range r.Steps {
 			if err := store.ValidClass(s.Class); err != nil {
 				return fmt.Errorf("dump: step of message %x: %w", r.Digest, err)
@@ -235,6 +259,9 @@ func (s summary) String() string {
 	if s.version >= 2 {
 		line += fmt.Sprintf(" values=%s levels=%s", joinUints(s.values), joinUints(s.levels))
 	}
+	if s.version >= 3 {
+		line += " forgotten=" + joinUints(s.forgotten)
+	}
 	return line
 }
 
@@ -247,6 +274,20 @@ func joinUints(v []uint64) string {
 		b = strconv.AppendUint(b, n, 10)
 	}
 	return string(b)
+}
+
+// appendDay appends d as YYYY-MM-DD.
+func appendDay(b []byte, d store.Day) []byte {
+	return d.Time().AppendFormat(b, time.DateOnly)
+}
+
+// parseDay parses a day as appendDay writes it.
+func parseDay(s string) (store.Day, error) {
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil || t.Unix() < 0 {
+		return 0, fmt.Errorf("%.20q is not a day (YYYY-MM-DD, from 1970)", s)
+	}
+	return store.DayOf(t), nil
 }
 
 func appendHex(b []byte, v uint64) []byte {
@@ -265,7 +306,9 @@ type Reader struct {
 	classes []string
 	state   int // between sections, header to give, or in the rows
 	sum     summary
-	err     error // sticky
+	forgot  []uint64
+	pending string // a line read ahead, not yet parsed
+	err     error  // sticky
 }
 
 // The states of a Reader.
@@ -322,6 +365,15 @@ func (d *Reader) next() (string, error) {
 	return d.s.Text(), nil
 }
 
+// line1 returns the line read ahead, if any, else the next line.
+func (d *Reader) line1() (string, error) {
+	if l := d.pending; l != "" {
+		d.pending = ""
+		return l, nil
+	}
+	return d.next()
+}
+
 // errorf returns a format error at the current line.
 func (d *Reader) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: line %d: %s", ErrFormat, d.line, fmt.Sprintf(format, args...))
@@ -370,8 +422,33 @@ func (d *Reader) Next() (user string, classes []string, err error) {
 			}
 		}
 	}
-	d.classes, d.state = classes, header
+	d.classes, d.state, d.forgot = classes, header, nil
 	d.sum = newSummary(d.version, len(classes))
+	if d.version >= 3 {
+		l, err = d.next()
+		if err == io.EOF {
+			return "", nil, d.fail(d.errorf("the dump ends after the classes line"))
+		}
+		if err != nil {
+			return "", nil, d.fail(err)
+		}
+		if rest, ok := strings.CutPrefix(l, "forgotten "); ok {
+			f := strings.Split(rest, ",")
+			if len(f) != len(classes) {
+				return "", nil, d.fail(d.errorf("forgotten messages of %d classes, the section has %d", len(f), len(classes)))
+			}
+			for _, x := range f {
+				n, err := strconv.ParseUint(x, 10, 64)
+				if err != nil {
+					return "", nil, d.fail(d.errorf("forgotten messages %.20q", x))
+				}
+				d.forgot = append(d.forgot, n)
+			}
+			copy(d.sum.forgotten, d.forgot)
+		} else {
+			d.pending = l
+		}
+	}
 	return user, classes, nil
 }
 
@@ -397,9 +474,9 @@ func (d *Reader) Record() (store.Record, error) {
 		return store.Record{}, io.EOF
 	case header:
 		d.state = rows
-		return store.Record{Classes: slices.Clone(d.classes)}, nil
+		return store.Record{Classes: slices.Clone(d.classes), Forgotten: slices.Clone(d.forgot)}, nil
 	}
-	l, err := d.next()
+	l, err := d.line1()
 	if err == io.EOF {
 		return store.Record{}, d.fail(d.errorf("the dump ends inside a section: it was cut short"))
 	}
@@ -423,6 +500,17 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 	f := strings.Split(l, " ")
 	switch f[0] {
 	case "t":
+		var day store.Day
+		if d.version >= 3 {
+			if len(f) < 3 {
+				return nil, d.errorf("a token row of %d fields", len(f))
+			}
+			var err error
+			if day, err = parseDay(f[2]); err != nil {
+				return nil, d.errorf("token %.20q: %v", f[1], err)
+			}
+			f = append(f[:2:2], f[3:]...)
+		}
 		if len(f) != 2+2*len(d.classes) {
 			return nil, d.errorf("a token row of %d fields, not %d", len(f), 2+2*len(d.classes))
 		}
@@ -452,8 +540,23 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 			return nil, d.errorf("token %s: a row of zeros", f[1])
 		}
 		d.sum.tokens++
-		return &store.Record{Hash: bow.Hash(h), Counts: c}, nil
+		return &store.Record{Hash: bow.Hash(h), Counts: c, Day: day}, nil
 	case "s":
+		var day store.Day
+		var mark uint64
+		if d.version >= 3 {
+			if len(f) < 5 {
+				return nil, d.errorf("a seen record of %d fields", len(f))
+			}
+			var err error
+			if day, err = parseDay(f[3]); err != nil {
+				return nil, d.errorf("message %.20q: %v", f[1], err)
+			}
+			if mark, err = parseHash(f[4]); err != nil {
+				return nil, d.errorf("message %.20q: mark %.20q: %v", f[1], f[4], err)
+			}
+			f = append(f[:3:3], f[5:]...)
+		}
 		// Steps come in threes, then values, which have a '='.
 		vals := len(f)
 		for k := 3; k < len(f); k++ {
@@ -465,7 +568,7 @@ func (d *Reader) parse(l string) (*store.Record, error) {
 		if len(f) < 3 || (vals-3)%3 != 0 {
 			return nil, d.errorf("a seen record of %d fields", len(f))
 		}
-		var r store.Record
+		r := store.Record{Day: day, Mark: mark}
 		if len(f[1]) != 2*len(r.Digest) {
 			return nil, d.errorf("digest %.20q is not %d hex digits", f[1], 2*len(r.Digest))
 		}
@@ -565,7 +668,7 @@ func Model(ctx context.Context, w *Writer, st store.Store, user string) error {
 	err := st.Dump(ctx, user, func(r store.Record) error {
 		if !begun {
 			begun = true
-			return w.Begin(user, r.Classes)
+			return w.Begin(user, r.Classes, r.Forgotten)
 		}
 		return w.Write(r)
 	})

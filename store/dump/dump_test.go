@@ -19,8 +19,9 @@ import (
 )
 
 // trained returns a memory store with models of the global user and of
-// alice, relabels and forgets included, their messages with measures'
-// values if values is set.
+// alice, relabels and forgets included, their messages with days, marks
+// and measures' values if values is set, and alice's oldest seen records
+// pruned.
 func trained(t *testing.T, values bool) *store.Memory {
 	t.Helper()
 	st := store.NewMemory()
@@ -41,6 +42,7 @@ func trained(t *testing.T, values bool) *store.Memory {
 				store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: -rng.Int64N(1000)},
 				store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000})
 			if values {
+				op.Day, op.Mark = store.Day(20000+i), rng.Uint64()
 				for m := range uint8(11) {
 					if rng.IntN(4) > 0 {
 						op.Values = append(op.Values, store.Value{Measure: m, Level: uint16(rng.IntN(store.MaxLevels))})
@@ -55,6 +57,11 @@ func trained(t *testing.T, values bool) *store.Memory {
 		forget.Class = ""
 		if _, err := st.Apply(context.Background(), user, append(ops, relabel, forget)); err != nil {
 			t.Fatal(err)
+		}
+		if values && user != "" {
+			if _, err := st.Prune(context.Background(), user, store.PruneRule{SeenBefore: 20003}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return st
@@ -105,7 +112,8 @@ func TestRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	src := trained(t, true)
 	first := dumpAll(t, src)
-	if !bytes.HasPrefix(first, []byte("spamd-dump 2\nuser\nclasses spam ham news\nt ")) || !bytes.Contains(first, []byte(" f10=")) {
+	if !bytes.HasPrefix(first, []byte("spamd-dump 3\nuser\nclasses spam ham news\nt ")) || !bytes.Contains(first, []byte(" f10=")) ||
+		!bytes.Contains(first, []byte("\nforgotten 1,1,1\n")) || !bytes.Contains(first, []byte(" 2024-10-")) {
 		t.Fatalf("dump starts %q", first[:min(len(first), 60)])
 	}
 	for _, gz := range []bool{false, true} {
@@ -148,7 +156,7 @@ func TestEmpty(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	const want = "spamd-dump 2\nuser nobody\nclasses\nend tokens=0 seen=0 messages= counts= values= levels=\n"
+	const want = "spamd-dump 3\nuser nobody\nclasses\nend tokens=0 seen=0 messages= counts= values= levels= forgotten=\n"
 	if b.String() != want {
 		t.Fatalf("got %q, want %q", b.String(), want)
 	}
@@ -175,11 +183,12 @@ func TestDamaged(t *testing.T) {
 	lines := strings.SplitAfter(good, "\n")
 	rowLine := lines[3]
 	f := strings.Fields(rowLine)
-	f[2] += "1"
+	f[3] += "1"
 	edited := strings.Join(f, " ") + "\n"
 	var seenLine, editedSeen, cutSeen string
 	for _, l := range lines {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "s" && strings.Contains(l, " f") {
+		// A level below 100, so that the edit keeps it on the grid.
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "s" && strings.Contains(l, " f") && len(f[len(f)-1][strings.Index(f[len(f)-1], "="):]) <= len("=99") {
 			seenLine = l
 			last := f[len(f)-1]
 			editedSeen = strings.TrimSuffix(l, last+"\n") + last + "1\n"
@@ -195,7 +204,11 @@ func TestDamaged(t *testing.T) {
 	}{
 		{"empty", "", "empty"},
 		{"not a dump", "From a@b Mon Jan 1\n", "starts with"},
-		{"later version", "spamd-dump 3\n", "version"},
+		{"later version", "spamd-dump 4\n", "version"},
+		{"bad day", "spamd-dump 3\nuser\nclasses spam\nt 0000000000000001 2024-13-01 1 0\n", "not a day"},
+		{"bad mark", "spamd-dump 3\nuser\nclasses spam\ns " + strings.Repeat("ab", 32) + " spam 2024-01-01 xyz\n", "mark"},
+		{"forgotten of too few classes", "spamd-dump 3\nuser\nclasses spam ham\nforgotten 1\n", "forgotten"},
+		{"forgotten left out", strings.Replace(good, "forgotten 1,1,1\n", "", 1), "damaged"},
 		{"version 0", "spamd-dump 0\n", "version"},
 		{"cut short", strings.Join(lines[:slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "s ") })+1], ""), "cut short"},
 		{"cut mid-line", good[:len(good)/2], "line"},
@@ -245,35 +258,52 @@ func TestDamaged(t *testing.T) {
 	}
 }
 
-// TestVersion1 reads a dump of version 1, before measures: its seen
-// records restore without values, and a dump of the restored model is
-// the same but for the version and the end lines' new fields.
-func TestVersion1(t *testing.T) {
+// TestOlderVersions reads dumps of versions 1 (before measures) and 2
+// (before days, marks and forgotten messages): they restore with what
+// they have, and a dump of the restored model is the same but for the
+// version and the fields added since.
+func TestOlderVersions(t *testing.T) {
 	ctx := context.Background()
-	v2 := string(dumpAll(t, trained(t, false)))
-	v1 := strings.Replace(v2, "spamd-dump 2\n", "spamd-dump 1\n", 1)
-	var lines []string
-	for _, l := range strings.SplitAfter(v1, "\n") {
-		if strings.HasPrefix(l, "end ") {
-			l = l[:strings.Index(l, " values=")] + "\n"
-		}
-		lines = append(lines, l)
-	}
-	v1 = strings.Join(lines, "")
-	if strings.Contains(v1, "values=") || strings.Contains(v1, " f0=") {
-		t.Fatal("the dump of version 1 made has values")
-	}
-	dst := store.NewMemory()
-	if err := restoreAll(ctx, dst, strings.NewReader(v1)); err != nil {
-		t.Fatal(err)
-	}
-	if again := string(dumpAll(t, dst)); again != v2 {
-		t.Errorf("a restored dump of version 1 dumps as\n%.300s\nnot as\n%.300s", again, v2)
-	}
-	for _, u := range []string{"", "alice@example.org"} {
-		if err := dst.Check(ctx, u); err != nil {
-			t.Error(err)
-		}
+	v3 := string(dumpAll(t, trained(t, false)))
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
+			var lines []string
+			for _, l := range strings.SplitAfter(v3, "\n") {
+				f := strings.Fields(l)
+				switch {
+				case len(f) == 0:
+				case f[0] == "spamd-dump":
+					l = fmt.Sprintf("spamd-dump %d\n", version)
+				case f[0] == "t":
+					l = strings.Join(slices.Delete(f, 2, 3), " ") + "\n"
+				case f[0] == "s":
+					l = strings.Join(slices.Delete(f, 3, 5), " ") + "\n"
+				case f[0] == "end":
+					cut := " forgotten="
+					if version == 1 {
+						cut = " values="
+					}
+					l = l[:strings.Index(l, cut)] + "\n"
+				}
+				lines = append(lines, l)
+			}
+			old := strings.Join(lines, "")
+			if strings.Contains(old, "1970-01-01") || strings.Contains(old, "forgotten") {
+				t.Fatal("the dump of an older version made has days")
+			}
+			dst := store.NewMemory()
+			if err := restoreAll(ctx, dst, strings.NewReader(old)); err != nil {
+				t.Fatal(err)
+			}
+			if again := string(dumpAll(t, dst)); again != v3 {
+				t.Errorf("a restored dump of version %d dumps as\n%.300s\nnot as\n%.300s", version, again, v3)
+			}
+			for _, u := range []string{"", "alice@example.org"} {
+				if err := dst.Check(ctx, u); err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }
 
@@ -282,10 +312,10 @@ func TestWriterRefuses(t *testing.T) {
 	if err := w.Write(store.Record{Class: "spam"}); err == nil {
 		t.Error("Write outside a section")
 	}
-	if err := w.Begin("../x", nil); err == nil {
+	if err := w.Begin("../x", nil, nil); err == nil {
 		t.Error("Begin with an invalid user")
 	}
-	if err := w.Begin("a", []string{"spam"}); err != nil {
+	if err := w.Begin("a", []string{"spam"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Write(store.Record{Class: "ham"}); err == nil {
@@ -346,7 +376,7 @@ func readBack(data []byte) ([]byte, bool) {
 		if err != nil {
 			return nil, false
 		}
-		if err := w.Begin(user, classes); err != nil {
+		if err := w.Begin(user, classes, nil); err != nil {
 			return nil, false
 		}
 		if _, err := r.Record(); err != nil { // the header

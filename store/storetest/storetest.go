@@ -38,6 +38,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("dump and restore", func(t *testing.T) { testDumpRestore(t, open) })
 	t.Run("restore refuses and undoes", func(t *testing.T) { testRestoreFails(t, open) })
 	t.Run("delete user", func(t *testing.T) { testDeleteUser(t, open) })
+	t.Run("days and marks", func(t *testing.T) { testDays(t, open) })
+	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
+	t.Run("prune while training", func(t *testing.T) { testPruneConcurrent(t, open) })
 	t.Run("class order", func(t *testing.T) { testClassOrder(t, open) })
 	t.Run("users are isolated", func(t *testing.T) { testIsolation(t, open) })
 	t.Run("invalid users", func(t *testing.T) { testInvalidUsers(t, open) })
@@ -1296,6 +1299,7 @@ func trainSome(t *testing.T, s store.Store, user string, seed uint64) []store.Op
 		op := TrainSteps(fmt.Sprint(user, i), class, head, body,
 			store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: rng.Int64N(2000) - 1000},
 			store.Step{Class: "ham", Head: rng.Int64N(2000) - 1000})
+		op.Day, op.Mark = store.Day(20000+i/4), rng.Uint64()
 		for m := range uint8(5) {
 			if rng.IntN(3) > 0 {
 				op.Values = append(op.Values, store.Value{Measure: 2 * m, Level: uint16(rng.IntN(store.MaxLevels))})
@@ -1325,13 +1329,16 @@ type dumped struct {
 	seen   map[store.Digest]string
 	step   map[store.Digest]map[string][2]int64
 	values map[store.Digest]string
+	days   map[bow.Hash]store.Day
+	marks  map[store.Digest]string // day and mark
+	forgot map[string]uint64
 	keys   []string // the order records came in, to check it
 }
 
 func dumpOf(t *testing.T, s store.Store, user string) dumped {
 	t.Helper()
 	d := dumped{rows: map[bow.Hash]map[string][2]int64{}, seen: map[store.Digest]string{}, step: map[store.Digest]map[string][2]int64{},
-		values: map[store.Digest]string{}}
+		values: map[store.Digest]string{}, days: map[bow.Hash]store.Day{}, marks: map[store.Digest]string{}, forgot: map[string]uint64{}}
 	var classes []string
 	n := 0
 	err := s.Dump(context.Background(), user, func(r store.Record) error {
@@ -1342,6 +1349,11 @@ func dumpOf(t *testing.T, s store.Store, user string) dumped {
 				t.Fatal("Dump: the first record is no header")
 			}
 			classes = r.Classes
+			for c, n := range r.Forgotten {
+				if n != 0 {
+					d.forgot[classes[c]] = n
+				}
+			}
 		case r.Counts != nil:
 			row := map[string][2]int64{}
 			for c, name := range classes {
@@ -1350,6 +1362,7 @@ func dumpOf(t *testing.T, s store.Store, user string) dumped {
 				}
 			}
 			d.rows[r.Hash] = row
+			d.days[r.Hash] = r.Day
 			d.keys = append(d.keys, fmt.Sprintf("1%016x", uint64(r.Hash)))
 		case r.Class != "":
 			d.seen[r.Digest] = r.Class
@@ -1359,6 +1372,7 @@ func dumpOf(t *testing.T, s store.Store, user string) dumped {
 			}
 			d.step[r.Digest] = st
 			d.values[r.Digest] = fmt.Sprint(r.Values)
+			d.marks[r.Digest] = fmt.Sprintf("%s %016x", r.Day, r.Mark)
 			d.keys = append(d.keys, fmt.Sprintf("2%x", r.Digest))
 		default:
 			t.Errorf("Dump: record %d is empty: %+v", n, r)
@@ -1408,6 +1422,15 @@ func equalDumps(t *testing.T, got, want dumped) {
 	}
 	if !maps.Equal(got.values, want.values) {
 		t.Error("values differ")
+	}
+	if !maps.Equal(got.days, want.days) {
+		t.Error("token days differ")
+	}
+	if !maps.Equal(got.marks, want.marks) {
+		t.Error("seen records' days or marks differ")
+	}
+	if !maps.Equal(got.forgot, want.forgot) {
+		t.Errorf("forgotten messages differ: %v against %v", got.forgot, want.forgot)
 	}
 }
 
