@@ -89,6 +89,13 @@ type Config struct {
 	// NB.Density is not off; 0 leaves a measure out. Settings name them
 	// by family: weight_size sets size's and words's.
 	MeasureWeights [tokenize.NumMeasures]float64
+	// ModelTokens, when positive, bounds each model's vocabulary: before
+	// training a batch that could take a model past it, the model is
+	// pruned of its least used and oldest tokens (store.PruneRule's
+	// budget) down to ModelTokens less what the batch could add, and at
+	// most to nine tenths of it, so that a prune is not needed again for a
+	// while. Zero leaves models unbounded.
+	ModelTokens int
 }
 
 // maxMeasureWeight bounds a measure's weight.
@@ -249,6 +256,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinTrained < 0 {
 		return fmt.Errorf("%w: min_trained %d is negative", ErrBadSetting, c.MinTrained)
+	}
+	if c.ModelTokens < 0 {
+		return fmt.Errorf("%w: model_tokens %d is negative", ErrBadSetting, c.ModelTokens)
 	}
 	for i, w := range c.MeasureWeights {
 		if !(w >= 0 && w <= maxMeasureWeight) {
@@ -512,6 +522,7 @@ var settings = map[string]setting{
 		get: func(c *Config) string { return formatMatrix(c.Loss) },
 	},
 	"unsure_low":   floatSetting("lower bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureLow }),
+	"model_tokens": intSetting("most tokens a model keeps; beyond them the least used and oldest go (0 = no bound)", func(c *Config) *int { return &c.ModelTokens }),
 	"min_trained":  intSetting("messages of spam and of ham a model needs before its verdicts count (until then: unsure)", func(c *Config) *int { return &c.MinTrained }),
 	"unsure_high":  floatSetting("upper bound of the unsure band on the spam log-odds", func(c *Config) *float64 { return &c.UnsureHigh }),
 	"osb":          intSetting("sparse bigram window (0 = unigrams only)", func(c *Config) *int { return &c.Bag.OSB }),

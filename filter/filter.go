@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -63,6 +64,9 @@ type Filter struct {
 	// learned them all.
 	all  []int
 	meas *measures
+	// pruneMu makes batches that find a model past its budget prune it
+	// one at a time, the later ones finding it pruned.
+	pruneMu sync.Mutex
 }
 
 // New returns a filter over st configured by cfg.
@@ -93,6 +97,8 @@ func (f *Filter) Store() store.Store { return f.st }
 type Prepared struct {
 	// Digest identifies the message.
 	Digest store.Digest
+	// Mark identifies the message across copies (tokenize.Mark).
+	Mark uint64
 	// Bag holds the message's features.
 	Bag bow.Bag
 	// Lang is the detected language of the body, "" if unknown.
@@ -111,6 +117,9 @@ type Prepared struct {
 	// them.
 	Measures [tokenize.NumMeasures]float64
 	Values   []store.Value
+	// Arrival is tokenize.Result.Arrival: when the message arrived, in
+	// seconds since 1970, 0 if unknown.
+	Arrival int64
 }
 
 // Prepare parses raw into a Prepared message. With names set, the bag keeps
@@ -125,6 +134,7 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 	o.KeepNames = names
 	return Prepared{
 		Digest:    tokenize.Digest(raw),
+		Mark:      tokenize.Mark(raw),
 		Bag:       bow.NewSplit(res.Tokens, res.Header, o),
 		Lang:      res.Lang,
 		Truncated: res.Truncated,
@@ -132,6 +142,7 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 		Runs:      runs(res.Tokens, res.Header, f.cfg.RunLength, o),
 		Measures:  res.Measures,
 		Values:    levels(res.Measures, f.meas.defs),
+		Arrival:   res.Arrival,
 	}, nil
 }
 
@@ -611,6 +622,9 @@ func (f *Filter) CheckClass(class string) error {
 type Item struct {
 	Prepared
 	Class string
+	// Day is the day it is trained on, which pruning reads; zero means
+	// today. Replaying a corpus sets the day each message arrived.
+	Day store.Day
 }
 
 // Train trains, relabels or forgets items for user in one batch. Each item
@@ -630,7 +644,11 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 		if err := f.CheckClass(it.Class); err != nil {
 			return nil, err
 		}
-		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag, Values: it.Values}
+		day := it.Day
+		if day == 0 {
+			day = store.DayOf(time.Now())
+		}
+		ops[i] = store.Op{Digest: it.Digest, Class: it.Class, Bag: it.Bag, Values: it.Values, Day: day, Mark: it.Mark}
 		if l != nil && it.Class != "" {
 			steps, err := l.steps(ctx, &it.Prepared, it.Class)
 			if err != nil {
@@ -639,11 +657,48 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 			ops[i].Steps = steps
 		}
 	}
+	if err := f.keepBudget(ctx, user, items); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	res, err := f.st.Apply(ctx, user, ops)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	return res, nil
+}
+
+// keepBudget prunes user's model, when Config.ModelTokens bounds it and
+// training items could take it past the bound, so that it stays within
+// it. A batch adds at most a token per feature of its bags to the
+// vocabulary; the prune makes that much room and a tenth of the budget
+// more, so that the next batches need none. Concurrent batches of one
+// model can each add their tokens before the other's prune: the bound
+// holds to within what they add.
+func (f *Filter) keepBudget(ctx context.Context, user string, items []Item) error {
+	budget := uint64(f.cfg.ModelTokens)
+	if budget == 0 {
+		return nil
+	}
+	var add uint64
+	for i := range items {
+		if items[i].Class != "" {
+			add += uint64(len(items[i].Bag.Hashes()))
+		}
+	}
+	f.pruneMu.Lock()
+	defer f.pruneMu.Unlock()
+	t, err := f.st.Totals(ctx, user)
+	if err != nil {
+		return fmt.Errorf("totals: %w", err)
+	}
+	if t.Vocabulary+add <= budget {
+		return nil
+	}
+	keep := min(budget-min(add, budget), budget-budget/10)
+	if _, err := f.st.Prune(ctx, user, store.PruneRule{MaxTokens: max(keep, 1)}); err != nil {
+		return fmt.Errorf("keep %d tokens: %w", budget, err)
+	}
+	return nil
 }
 
 // Learn trains raw as class for user; an empty class forgets it.

@@ -391,3 +391,80 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("default config: %v", err)
 	}
 }
+
+// TestModelTokens trains with a budget of tokens per model and checks
+// that the model never holds more, that it keeps the tokens used most,
+// and that each message's day and mark reach the store.
+func TestModelTokens(t *testing.T) {
+	const budget = 200
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ModelTokens = budget
+			f, err := New(st, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			pruned, prev := false, uint64(0)
+			for i := range 60 {
+				// Every message has the common words and a few of its own.
+				body := fmt.Sprintf("common words every message has rare%d unique%d token%d", i, i, i)
+				class := []string{Spam, Ham}[i%2]
+				p, err := f.Prepare(msg(i, "budget", body), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.Train(ctx, "alice", []Item{{Prepared: p, Class: class, Day: store.Day(1000 + i)}}); err != nil {
+					t.Fatal(err)
+				}
+				tot, err := st.Totals(ctx, "alice")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tot.Vocabulary > budget {
+					t.Fatalf("after message %d: %d tokens, budget %d", i, tot.Vocabulary, budget)
+				}
+				pruned = pruned || tot.Vocabulary <= prev
+				prev = tot.Vocabulary
+				if tot.LastDay != store.Day(1000+i) {
+					t.Errorf("last day %d, want %d", tot.LastDay, 1000+i)
+				}
+			}
+			if !pruned {
+				t.Fatal("the budget never pruned")
+			}
+			if err := st.Check(ctx, "alice"); err != nil {
+				t.Error(err)
+			}
+			// The words of every message stay; the oldest rare ones went.
+			common, err := f.Prepare(msg(0, "budget", "common words every message has"), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts, err := st.Lookup(ctx, "alice", common.Bag.Hashes()[common.Bag.Head():])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range counts {
+				if c == nil {
+					t.Errorf("common token %d was pruned", i)
+				}
+			}
+			old, _ := f.Prepare(msg(0, "budget", "rare0 unique0 token0"), false)
+			if counts, _ := st.Lookup(ctx, "alice", old.Bag.Hashes()[len(old.Bag.Hashes())-1:]); counts[0] != nil {
+				t.Error("the first message's own token is kept")
+			}
+			var marks []uint64
+			st.Dump(ctx, "alice", func(r store.Record) error {
+				if r.Class != "" {
+					marks = append(marks, r.Mark)
+				}
+				return nil
+			})
+			if len(marks) != 60 || marks[0] == 0 {
+				t.Errorf("seen records' marks: %d of them, first %x", len(marks), marks[0])
+			}
+		})
+	}
+}

@@ -27,6 +27,35 @@ var digestFields = [...]string{"message-id", "date", "from", "to", "subject"}
 // before or after trace fields were prepended. It reads raw in place and
 // allocates nothing in proportion to its size.
 func Digest(raw []byte) [32]byte {
+	return digest(raw, digestFields[:], nil)
+}
+
+// markFields are the fields Mark hashes: those no MTA, filter or
+// delivery agent rewrites. Subject is left out, since a filter may tag
+// it, and To, which a list or an alias may rewrite.
+var markFields = [...]string{"message-id", "date", "from"}
+
+// Mark identifies a message as every copy of it is marked, however the
+// path changed its headers: the first 8 bytes of SHA-256 over its
+// Message-ID, Date and From fields and its body, normalized as Digest
+// does. It is 0 for a message without a Message-ID, whose copies could
+// not be told from other messages of the same body.
+func Mark(raw []byte) uint64 {
+	var id []byte
+	sum := digest(raw, markFields[:], &id)
+	if len(bytes.TrimSpace(id)) == 0 {
+		return 0
+	}
+	m := uint64(0)
+	for _, b := range sum[:8] {
+		m = m<<8 | uint64(b)
+	}
+	return max(m, 1)
+}
+
+// digest hashes fields and the body of raw; id, if not nil, is set to
+// the first field's value.
+func digest(raw []byte, fields []string, id *[]byte) [32]byte {
 	raw = skipFromLine(raw)
 	var values [len(digestFields)][]byte
 	var lname [32]byte
@@ -41,7 +70,7 @@ func Digest(raw []byte) [32]byte {
 				continue
 			}
 			ln := lowerASCII(lname[:0], name)
-			for i, f := range digestFields {
+			for i, f := range fields {
 				if values[i] == nil && string(ln) == f {
 					values[i] = value
 				}
@@ -49,10 +78,13 @@ func Digest(raw []byte) [32]byte {
 		}
 		body = r.rest()
 	}
+	if id != nil {
+		*id = values[0]
+	}
 
 	h := sha256.New()
 	w := digestWriter{h: h}
-	for i, f := range digestFields {
+	for i, f := range fields {
 		w.write([]byte(f))
 		w.write([]byte(":"))
 		w.collapsed(values[i])

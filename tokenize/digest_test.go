@@ -129,3 +129,46 @@ func TestDigestHuge(t *testing.T) {
 		t.Errorf("Digest of %d bytes made %v allocations", len(a), allocs)
 	}
 }
+
+// TestMark checks that a message's mark survives what its path does to
+// it, a subject tag and rewritten recipients included, and tells apart
+// what makes another message.
+func TestMark(t *testing.T) {
+	base := []byte("Message-ID: <1@example.com>\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nFrom: a@example.com\nTo: b@example.org\nSubject: hello\n\nbody line one\nbody line two\n")
+	want := Mark(base)
+	if want == 0 {
+		t.Fatal("a message with a Message-ID has mark 0")
+	}
+	same := []struct{ name, old, new string }{
+		{"subject tagged", "Subject: hello", "Subject: [SPAM] hello"},
+		{"recipient rewritten", "To: b@", "To: list@"},
+		{"trace fields", "Message-ID", "Received: from x by y; Mon, 1 Jan 2024 00:00:00 +0000\nX-Spamd-Result: spam\nMessage-ID"},
+		{"crlf", "\n", "\r\n"},
+	}
+	for _, tt := range same {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Mark(bytes.ReplaceAll(base, []byte(tt.old), []byte(tt.new))); got != want {
+				t.Errorf("mark %016x, want %016x", got, want)
+			}
+		})
+	}
+	differ := []struct{ name, old, new string }{
+		{"body", "line two", "line 2"},
+		{"message-id", "<1@", "<2@"},
+		{"date", "00:00:00", "00:00:01"},
+		{"from", "From: a@", "From: c@"},
+	}
+	for _, tt := range differ {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Mark(bytes.Replace(base, []byte(tt.old), []byte(tt.new), 1)); got == want {
+				t.Errorf("same mark %016x", got)
+			}
+		})
+	}
+	if got := Mark([]byte("From: a@example.com\n\nno id\n")); got != 0 {
+		t.Errorf("a message without a Message-ID: mark %016x, want 0", got)
+	}
+	if got := Mark([]byte("Message-ID:   \n\nblank id\n")); got != 0 {
+		t.Errorf("a blank Message-ID: mark %016x, want 0", got)
+	}
+}

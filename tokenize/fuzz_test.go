@@ -37,6 +37,7 @@ func FuzzTokenize(f *testing.F) {
 	tok := New(o)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_ = Digest(raw)
+		_ = Mark(raw)
 		res, err := tok.Tokenize(raw)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {

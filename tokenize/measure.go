@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 )
@@ -234,18 +235,26 @@ func (t *tally) measure(text int, urls bool) [NumMeasures]float64 {
 		return v
 	}
 	v[MeasureHour] = float64(d.clock) / 60
-	if t.received == nil {
-		return v
-	}
-	// The date of a Received field follows its last ';'.
-	r := t.received
-	for i := len(r) - 1; i >= 0; i-- {
-		if r[i] == ';' {
-			if arrival, ok := parseDate(r[i+1:]); ok {
-				v[MeasureSkew] = float64(d.unix-arrival.unix) / 60
-			}
-			break
-		}
+	if arrival, ok := t.arrival(); ok {
+		v[MeasureSkew] = float64(d.unix-arrival.unix) / 60
 	}
 	return v
+}
+
+// arrival returns the date of the newest Received field, which follows
+// its last ';': when the message reached the last MTA that stamped it.
+func (t *tally) arrival() (date, bool) {
+	r := t.received
+	if i := bytes.LastIndexByte(r, ';'); i >= 0 {
+		return parseDate(r[i+1:])
+	}
+	return date{}, false
+}
+
+// arrivalUnix returns the arrival as Result.Arrival gives it.
+func (t *tally) arrivalUnix() int64 {
+	if a, ok := t.arrival(); ok && a.unix > 0 {
+		return a.unix
+	}
+	return 0
 }

@@ -296,3 +296,30 @@ func TestMeasuresDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestArrival checks that the arrival is the newest Received field's
+// date, whatever the Date field says, and 0 without one that parses.
+func TestArrival(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want int64
+	}{
+		{"newest of two", "Received: from x by y; Tue, 1 Jul 2003 11:00:00 +0000\nReceived: from z by x; Tue, 1 Jul 2003 10:58:00 +0000\nDate: Mon, 1 Jan 2001 00:00:00 +0000\n\nx\n", 1057057200},
+		{"no Received", "Date: Tue, 1 Jul 2003 23:45 -0000\n\nx\n", 0},
+		{"a Received without a date", "Received: from x by y\n\nx\n", 0},
+		{"a date before 1970", "Received: from x by y; Tue, 1 Jul 1969 11:00:00 +0000\n\nx\n", 0},
+	}
+	tok := New(DefaultOptions())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := tok.Tokenize([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Arrival != tt.want {
+				t.Errorf("Arrival = %d, want %d", res.Arrival, tt.want)
+			}
+		})
+	}
+}

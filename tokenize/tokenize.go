@@ -133,6 +133,10 @@ type Result struct {
 	// (MeasureSize...; see Measures for what each is), NaN for one the
 	// message does not have.
 	Measures [NumMeasures]float64
+	// Arrival is when the message arrived, in seconds since 1970 UTC:
+	// the date of its newest Received field; 0 when it has none that
+	// parses.
+	Arrival int64
 }
 
 // Tokenizer turns messages into tokens. It is safe for concurrent use by
@@ -222,6 +226,7 @@ func (t *Tokenizer) Tokenize(raw []byte) (Result, error) {
 		Truncated: st.truncated,
 		Problems:  st.problems,
 		Measures:  st.meas.measure(len(st.text), st.opts.URLs),
+		Arrival:   st.meas.arrivalUnix(),
 	}
 	st.tokens, st.problems = nil, nil
 	st.meas = tally{}
