@@ -74,6 +74,8 @@ type Config struct {
 	History History `toml:"history"`
 	// Console is the web console.
 	Console Console `toml:"console"`
+	// Prune is the daemon's pruning of every model on a schedule.
+	Prune Prune `toml:"prune"`
 	// Log is the daemon's log.
 	Log Log `toml:"log"`
 	// Prefs holds the preferences that differ by recipient: per user,
@@ -419,6 +421,24 @@ type History struct {
 	File string `toml:"file"`
 }
 
+// Prune configures the pruning of every model that the daemon runs on a
+// schedule, as `spamtrain prune` does by hand. Nothing is pruned unless
+// Days or SeenDays is set; a budget of tokens per model is the filter's
+// model_tokens, kept as training goes.
+type Prune struct {
+	// Every is how often: the first prune runs this long after start.
+	Every Duration `toml:"every"`
+	// Days and Count: the tokens seen at most Count times in all that no
+	// message trained in the last Days days had are deleted; 0 days keeps
+	// them.
+	Days  int `toml:"days"`
+	Count int `toml:"count"`
+	// SeenDays: the seen records of messages trained more than SeenDays
+	// days ago are deleted, after which those messages can no longer be
+	// relabeled or forgotten; 0 keeps them.
+	SeenDays int `toml:"seen_days"`
+}
+
 // Console configures the web console.
 type Console struct {
 	// Enabled serves the console. It needs the API's token
@@ -576,6 +596,7 @@ func Default(getenv func(string) string) Config {
 		Watch:     Watch{Trash: []string{".Trash"}, Rescan: Duration{time.Minute}},
 		Metrics:   Metrics{Listen: "127.0.0.1:11334"},
 		History:   History{Size: 1000, MessageMB: 32, Persist: true},
+		Prune:     Prune{Every: Duration{24 * time.Hour}, Count: 1},
 		Log:       Log{Level: "info", Format: "text"},
 		Prefs:     Prefs{Allow: []string{}, Deny: []string{}},
 		Filter:    map[string]string{},
@@ -855,6 +876,12 @@ func (c Config) Validate() error {
 	}
 	if f := c.History.File; f != "" && !filepath.IsAbs(f) {
 		return bad("history.file", "must be an absolute path, not %q", f)
+	}
+	if p := c.Prune; p.Every.Duration < time.Second {
+		return bad("prune.every", "must be at least 1s, not %v", p.Every)
+	}
+	if p := c.Prune; p.Days < 0 || p.SeenDays < 0 || p.Count < 0 {
+		return bad("prune", "days, seen_days and count must not be negative (days %d, seen_days %d, count %d)", p.Days, p.SeenDays, p.Count)
 	}
 	if co := c.Console; co.Enabled {
 		switch {

@@ -234,6 +234,14 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	return s, err
 }
 
+// StatsSizes is Stats with each model's size in the store
+// (UserStats.Bytes), which takes a read of all its keys.
+func (c *Client) StatsSizes(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := c.do(ctx, http.MethodGet, "/v1/stats", url.Values{"sizes": {"1"}}, nil, &s)
+	return s, err
+}
+
 // Report reports that raw belongs to class for user; the daemon queues
 // the report and applies it in the background. source names the channel
 // in the daemon's log ("" for "api"). Unlike the other requests it is

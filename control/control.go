@@ -91,7 +91,11 @@
 // panic is 500, and so is a store found inconsistent.
 package control
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/spamd/spamd/store"
+)
 
 // Verdict is the answer to a classification.
 type Verdict struct {
@@ -278,6 +282,20 @@ type UserStats struct {
 	// Unread says why the milter never classifies mail with this model
 	// under the daemon's naming rule ([milter] users); "" when it may.
 	Unread string `json:"unread,omitempty"`
+	// LastTrained is the last day a message was trained (YYYY-MM-DD),
+	// "" for a model never trained.
+	LastTrained string `json:"last_trained,omitempty"`
+	// Bytes is the room the model takes in the store, when asked for
+	// (GET /v1/stats?sizes=1) and the store can tell (store.Sizer).
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// LastTrained formats a model's last day trained, "" for none.
+func LastTrained(d store.Day) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // errorBody is the JSON body of an error answer.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spamd/spamd/store"
@@ -15,7 +17,7 @@ import (
 
 // The maintenance endpoints let an admin look after the model while the
 // daemon holds it (a Badger store admits one process): dump, restore,
-// delete-user, check and compact. They are an admin's: root, the daemon's
+// delete-user, check, compact and prune. They are an admin's: root, the daemon's
 // own uid, an account in Admins, or a TCP client with the token.
 
 // mayMaintain reports whether the request's peer may read and change
@@ -307,4 +309,109 @@ func (s *Server) compact(_ http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	s.Log.Info("control: store compacted", "before_bytes", out.Before(), "after_bytes", out.After(), "flushed", out.Flushed)
 	return out, nil
+}
+
+// PruneResult answers POST /v1/admin/prune: the rule in words and what
+// it deleted from each model.
+type PruneResult struct {
+	Rule   string   `json:"rule"`
+	Models []Pruned `json:"models"`
+}
+
+// Pruned is what a prune deleted from one model: token rows and seen
+// records, and the tokens it keeps.
+type Pruned struct {
+	User       string `json:"user"`
+	Tokens     uint64 `json:"tokens"`
+	Seen       uint64 `json:"seen"`
+	Vocabulary uint64 `json:"vocabulary"`
+}
+
+// pruneModels prunes the models the request's user parameters name,
+// every model without one, by the rule of its count, before,
+// seen_before and max_tokens parameters (days as YYYY-MM-DD).
+func (s *Server) pruneModels(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := s.mayMaintain(r); err != nil {
+		return nil, err
+	}
+	users, named, err := usersParam(r)
+	if err != nil {
+		return nil, err
+	}
+	rule, err := pruneRuleParam(r.URL.Query())
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, err)
+	}
+	st := s.Filter().Store()
+	if !named {
+		if users, err = st.Users(r.Context()); err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+	}
+	// A prune writes as training does: it takes a training slot.
+	release, err := s.withBody(r, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out := PruneResult{Rule: rule.String(), Models: []Pruned{}}
+	for _, u := range users {
+		res, err := st.Prune(r.Context(), u, rule)
+		if err != nil {
+			return nil, fmt.Errorf("prune %q: %w", u, err)
+		}
+		s.Log.Info("control: model pruned", "user", u, "rule", out.Rule, "tokens", res.Tokens, "seen", res.Seen, "vocabulary", res.Vocabulary)
+		out.Models = append(out.Models, Pruned{User: u, Tokens: res.Tokens, Seen: res.Seen, Vocabulary: res.Vocabulary})
+	}
+	return out, nil
+}
+
+// pruneRuleParam reads a prune rule from q, as PruneQuery writes it.
+func pruneRuleParam(q url.Values) (store.PruneRule, error) {
+	var r store.PruneRule
+	var err error
+	num := func(key string) uint64 {
+		v := q.Get(key)
+		if v == "" || err != nil {
+			return 0
+		}
+		n, perr := strconv.ParseUint(v, 10, 64)
+		if perr != nil {
+			err = fmt.Errorf("%s: %q is not a count", key, v)
+		}
+		return n
+	}
+	day := func(key string) store.Day {
+		v := q.Get(key)
+		if v == "" || err != nil {
+			return 0
+		}
+		t, perr := time.Parse(time.DateOnly, v)
+		if perr != nil || t.Unix() <= 0 {
+			err = fmt.Errorf("%s: %q is not a day (YYYY-MM-DD)", key, v)
+		}
+		return store.DayOf(t)
+	}
+	r.MaxCount, r.MaxTokens = num("count"), num("max_tokens")
+	r.Before, r.SeenBefore = day("before"), day("seen_before")
+	if err == nil && r.Zero() {
+		err = errors.New("the rule deletes nothing: give before, seen_before or max_tokens")
+	}
+	return r, err
+}
+
+// PruneQuery writes rule as the prune endpoint reads it.
+func PruneQuery(rule store.PruneRule) url.Values {
+	q := url.Values{}
+	q.Set("count", strconv.FormatUint(rule.MaxCount, 10))
+	if rule.Before != 0 {
+		q.Set("before", rule.Before.String())
+	}
+	if rule.SeenBefore != 0 {
+		q.Set("seen_before", rule.SeenBefore.String())
+	}
+	if rule.MaxTokens != 0 {
+		q.Set("max_tokens", strconv.FormatUint(rule.MaxTokens, 10))
+	}
+	return q
 }

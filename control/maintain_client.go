@@ -91,3 +91,15 @@ func (c *Client) Compact(ctx context.Context) (store.Compaction, error) {
 	err := c.do(ctx, http.MethodPost, "/v1/admin/compact", nil, []byte{}, &out)
 	return out, err
 }
+
+// Prune prunes the models of users by rule, every model when users is
+// nil, and returns what it deleted.
+func (c *Client) Prune(ctx context.Context, users []string, rule store.PruneRule) (PruneResult, error) {
+	q := PruneQuery(rule)
+	for _, u := range users {
+		q.Add("user", u)
+	}
+	var out PruneResult
+	err := c.do(ctx, http.MethodPost, "/v1/admin/prune", q, []byte{}, &out)
+	return out, err
+}

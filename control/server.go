@@ -134,6 +134,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/admin/delete-user", s.endpoint("delete-user", true, s.deleteModels))
 	mux.Handle("POST /v1/admin/check", s.endpoint("check", true, s.checkModels))
 	mux.Handle("POST /v1/admin/compact", s.endpoint("compact", true, s.compact))
+	mux.Handle("POST /v1/admin/prune", s.endpoint("prune", true, s.pruneModels))
 	return mux
 }
 
@@ -349,6 +350,8 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 		users = slices.DeleteFunc(users, func(u string) bool { return u != "" && (account == "" || u != account) })
 	}
 	out := Stats{Dir: s.Dir, Classes: s.Filter().Config().Classes, Users: []UserStats{}}
+	// Sizes read every key of a model: only for who asks.
+	sizes := r.URL.Query().Get("sizes") == "1"
 	if s.Size != nil {
 		out.LSMBytes, out.LogBytes = s.Size()
 	}
@@ -364,7 +367,12 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("totals of %q: %w", u, err)
 		}
-		us := UserStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary}
+		us := UserStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary, LastTrained: LastTrained(t.LastDay)}
+		if sz, ok := st.(store.Sizer); ok && sizes {
+			if us.Bytes, err = sz.UserSize(r.Context(), u); err != nil {
+				return nil, fmt.Errorf("size of %q: %w", u, err)
+			}
+		}
 		if s.Rule != nil {
 			us.Unread = s.Rule().Unread(u)
 		}

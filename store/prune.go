@@ -205,3 +205,19 @@ func (s *MarkSet) Problems() []string {
 	}
 	return out
 }
+
+// AgeRule returns the rule that deletes, on day today, the tokens seen at
+// most count times and not in the last days days (none when days is 0),
+// the seen records of messages trained more than seenDays days ago (none
+// when 0), and tokens beyond maxTokens (none when 0): what spamtrain
+// prune and the daemon's schedule ask for.
+func AgeRule(today Day, count uint64, days, seenDays int, maxTokens uint64) PruneRule {
+	r := PruneRule{MaxCount: count, MaxTokens: maxTokens}
+	if days > 0 && int64(today)-int64(days)+1 > 0 {
+		r.Before = today - Day(days) + 1
+	}
+	if seenDays > 0 && int64(today)-int64(seenDays)+1 > 0 {
+		r.SeenBefore = today - Day(seenDays) + 1
+	}
+	return r
+}

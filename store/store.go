@@ -353,6 +353,14 @@ type Health struct {
 	Faults map[string]uint64
 }
 
+// Sizer is implemented by a Store that can tell how much room one model
+// takes in it.
+type Sizer interface {
+	// UserSize returns the bytes user's model takes, as the backend
+	// counts them (its documentation says how).
+	UserSize(ctx context.Context, user string) (int64, error)
+}
+
 // HealthReporter is implemented by a Store that watches its own storage
 // for faults, such as the disk filling up, and reports what it found. A
 // Store without it reports every fault as an error of the call that met

@@ -77,3 +77,33 @@ func TestMemory(t *testing.T) {
 func BenchmarkLookup(b *testing.B) { storetest.BenchLookup(b, store.NewMemory()) }
 
 func BenchmarkApply(b *testing.B) { storetest.BenchApply(b, store.NewMemory()) }
+
+func TestAgeRule(t *testing.T) {
+	tests := []struct {
+		name           string
+		count          uint64
+		days, seenDays int
+		maxTokens      uint64
+		want           store.PruneRule
+	}{
+		{"nothing", 1, 0, 0, 0, store.PruneRule{MaxCount: 1}},
+		{"30 days", 2, 30, 0, 0, store.PruneRule{MaxCount: 2, Before: 100 - 30 + 1}},
+		{"seen records", 1, 0, 90, 0, store.PruneRule{MaxCount: 1, SeenBefore: 100 - 90 + 1}},
+		{"budget", 1, 0, 0, 500, store.PruneRule{MaxCount: 1, MaxTokens: 500}},
+		{"longer ago than time", 1, 200, 200, 0, store.PruneRule{MaxCount: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := store.AgeRule(100, tt.count, tt.days, tt.seenDays, tt.maxTokens); got != tt.want {
+				t.Errorf("AgeRule = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// A token last trained the day before the last 30 days goes; one of
+	// the first of them stays.
+	r := store.AgeRule(100, 1, 30, 0, 0)
+	plan := r.Plan(&store.PruneCensus{})
+	if !plan.Drop(store.Counts{1, 0}, 70) || plan.Drop(store.Counts{1, 0}, 71) || plan.Drop(store.Counts{2, 0}, 1) {
+		t.Errorf("plan of %+v drops the wrong tokens", r)
+	}
+}

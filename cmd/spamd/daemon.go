@@ -709,6 +709,12 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 			}
 		})
 	}
+	background.Add(1)
+	goSafe(d.log, "prune", errc, func() error {
+		defer background.Done()
+		d.pruneLoop(reloadCtx, cfg.Prune)
+		return nil
+	})
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)

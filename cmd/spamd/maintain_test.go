@@ -14,6 +14,7 @@ import (
 
 	"github.com/spamd/spamd/control"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/store"
 )
 
 // TestMaintenanceUnderLoad runs check, compact, dump, delete-user and
@@ -98,7 +99,18 @@ func TestMaintenanceUnderLoad(t *testing.T) {
 	if res, err := api.Restore(ctx, bytes.NewReader(dump.Bytes()), nil, ""); err != nil || len(res.Restored) != 1 {
 		t.Errorf("restore under load: %+v, %v", res, err)
 	}
-	time.Sleep(200 * time.Millisecond) // some load after the restore
+	// The global model loses half its tokens and its seen records,
+	// which the load reads all along.
+	global, err := api.Stats(ctx)
+	if err != nil || len(global.Users) == 0 || global.Users[0].User != "" {
+		t.Fatalf("stats: %+v, %v", global, err)
+	}
+	budget := global.Users[0].Vocabulary / 2
+	rule := store.PruneRule{MaxTokens: budget, SeenBefore: store.DayOf(time.Now()) + 1}
+	if res, err := api.Prune(ctx, []string{""}, rule); err != nil || len(res.Models) != 1 || res.Models[0].Vocabulary > budget || res.Models[0].Seen == 0 {
+		t.Errorf("prune under load: %+v, %v", res, err)
+	}
+	time.Sleep(200 * time.Millisecond) // some load after the restore and the prune
 	close(stop)
 	wg.Wait()
 
@@ -121,5 +133,57 @@ func TestMaintenanceUnderLoad(t *testing.T) {
 	var again bytes.Buffer
 	if err := api.Dump(ctx, []string{"user@test.example"}, &again); err != nil || again.String() != dump.String() {
 		t.Errorf("the restored model dumps otherwise (%v)", err)
+	}
+}
+
+// oldModel is a dump of a global model with two tokens last trained in
+// 2020, one seen once and one five times, a token trained today and a
+// message trained in 2020.
+func oldModel(today store.Day) string {
+	return "spamd-dump 3\nuser\nclasses ham spam\n" +
+		"t 0000000000000001 2020-01-01 1 0 0 0\n" +
+		"t 0000000000000002 2020-01-01 5 0 0 0\n" +
+		"t 0000000000000003 " + today.String() + " 0 0 1 0\n" +
+		"s " + strings.Repeat("ab", 32) + " ham 2020-01-01 0000000000000001\n" +
+		"end tokens=3 seen=1 messages=1,0 counts=6,1 values=0,0 levels=0,0 forgotten=0,0\n"
+}
+
+// TestScheduledPrune runs the daemon with a prune every second: the
+// rare token not seen for years and the old seen record go, the rest
+// stays, and the model stays consistent.
+func TestScheduledPrune(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	write(t, path, fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n"+
+		"[prune]\nevery = \"1s\"\ndays = 30\ncount = 1\nseen_days = 365\n",
+		filepath.Join(dir, "db"), filepath.Join(dir, "milter.sock"), filepath.Join(dir, "api.sock")))
+	runDaemon(t, options{config: path}, nil)
+	api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
+	if _, err := api.Restore(ctx, strings.NewReader(oldModel(store.DayOf(time.Now()))), nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	var st control.Stats
+	waitFor(t, 10*time.Second, "the scheduled prune", func() bool {
+		st, err = api.Stats(ctx)
+		return err == nil && len(st.Users) == 1 && st.Users[0].Vocabulary == 2
+	})
+	if u := st.Users[0]; u.Messages["ham"] != 1 || u.Tokens["ham"] != 5 || u.Tokens["spam"] != 1 {
+		t.Errorf("after the prune: %+v", u)
+	}
+	var dump bytes.Buffer
+	if err := api.Dump(ctx, []string{""}, &dump); err != nil {
+		t.Fatal(err)
+	}
+	if d := dump.String(); strings.Contains(d, "t 0000000000000001") || !strings.Contains(d, "\nforgotten 1,0\n") || strings.Contains(d, "\ns ") {
+		t.Errorf("after the prune the model dumps as\n%s", d)
+	}
+	checks, err := api.Check(ctx)
+	if err != nil || len(checks) != 1 || checks[0].Error != "" {
+		t.Errorf("check after the prune: %+v, %v", checks, err)
 	}
 }

@@ -43,6 +43,7 @@ var synopses = map[string]string{
 	"history":     "[--limit N] [--user NAME] [--verdict V] [--json] [-v] [-f]",
 	"simulate":    "--index FILE [--lambda L1,L2...] [--plots DIR]",
 	"users":       "[--json]",
+	"prune":       "[--user NAME]... [--days N [--count K]] [--seen-days N] [--max-tokens N]",
 	"reset":       "--user NAME... | --global | --all",
 	"settings":    "",
 }

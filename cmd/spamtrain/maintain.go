@@ -26,6 +26,10 @@ type userStats struct {
 	// Unread says why the milter never classifies mail with the model,
 	// "" when it may.
 	Unread string `json:"unread,omitempty"`
+	// LastTrained is the last day a message was trained, YYYY-MM-DD.
+	LastTrained string `json:"last_trained,omitempty"`
+	// Bytes is the room the model takes in the store, for users.
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 type storeStats struct {
@@ -70,7 +74,8 @@ func modelStats(ctx context.Context, st store.Store, rule identity.Rule) ([]user
 		if err != nil {
 			return nil, err
 		}
-		us := userStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary, Unread: rule.Unread(u)}
+		us := userStats{User: u, Messages: map[string]uint64{}, Tokens: map[string]uint64{}, Vocabulary: t.Vocabulary, Unread: rule.Unread(u),
+			LastTrained: control.LastTrained(t.LastDay)}
 		for i, c := range t.Classes {
 			us.Messages[c] = t.Messages[i]
 			us.Tokens[c] = t.Tokens[i]

@@ -51,6 +51,7 @@ var remoteRuns = map[string]remoteRun{
 	"restore":     remoteRestore,
 	"delete-user": remoteDeleteUser,
 	"users":       remoteUsers,
+	"prune":       remotePrune,
 	"reset":       remoteReset,
 	"filter":      remoteFilter,
 }

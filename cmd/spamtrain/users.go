@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spamd/spamd/control"
+	"github.com/spamd/spamd/store"
 )
 
 // parseUsersArgs parses the flags of users.
@@ -41,6 +42,13 @@ func runUsers(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if sz, ok := st.Store.(store.Sizer); ok {
+		for i := range users {
+			if users[i].Bytes, err = sz.UserSize(ctx, users[i].User); err != nil {
+				return err
+			}
+		}
+	}
 	return printUsers(e.stdout, users, asJSON)
 }
 
@@ -51,20 +59,21 @@ func remoteUsers(ctx context.Context, e *env, c *control.Client, args []string) 
 	if err != nil {
 		return err
 	}
-	st, err := c.Stats(ctx)
+	st, err := c.StatsSizes(ctx)
 	if err != nil {
 		return err
 	}
 	users := make([]userStats, len(st.Users))
 	for i, u := range st.Users {
-		users[i] = userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary, Unread: u.Unread}
+		users[i] = userStats{User: u.User, Messages: u.Messages, Tokens: u.Tokens, Vocabulary: u.Vocabulary, Unread: u.Unread,
+			LastTrained: u.LastTrained, Bytes: u.Bytes}
 	}
 	return printUsers(e.stdout, users, asJSON)
 }
 
 // printUsers prints one line per model: its messages and tokens, in all
-// and per class, and its vocabulary; then the models no mail is
-// classified with.
+// and per class, its vocabulary, the room it takes in the store and the
+// last day it was trained; then the models no mail is classified with.
 func printUsers(w io.Writer, users []userStats, asJSON bool) error {
 	if asJSON {
 		if users == nil {
@@ -73,9 +82,16 @@ func printUsers(w io.Writer, users []userStats, asJSON bool) error {
 		return writeJSON(w, users)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "user\tmessages\ttokens\tvocabulary")
+	fmt.Fprintln(tw, "user\tmessages\ttokens\tvocabulary\tsize\tlast trained")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", userName(u.User), perClass(u.Messages), perClass(u.Tokens), u.Vocabulary)
+		size, last := "-", u.LastTrained
+		if u.Bytes > 0 {
+			size = mibs(u.Bytes)
+		}
+		if last == "" {
+			last = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", userName(u.User), perClass(u.Messages), perClass(u.Tokens), u.Vocabulary, size, last)
 	}
 	tw.Flush()
 	printUnread(w, users)
