@@ -78,7 +78,22 @@ type Options struct {
 	NewStore func(ctx context.Context) (store.Store, error)
 	// Attack, in split mode, adds words to every spam tested.
 	Attack Attack
+	// Prune, in online mode, prunes the model as the daemon's schedule
+	// would, once a day of the messages' arrival, on the day each new
+	// day's first message arrives.
+	Prune PruneSchedule
 }
+
+// PruneSchedule is a daily prune: tokens seen at most Count times that no
+// message of the last Days days had, and the seen records of messages
+// more than SeenDays days old (store.AgeRule). Zero days turn each off.
+type PruneSchedule struct {
+	Count          uint64
+	Days, SeenDays int
+}
+
+// On reports whether the schedule prunes anything.
+func (p PruneSchedule) On() bool { return p.Days > 0 || p.SeenDays > 0 }
 
 // DefaultOptions are the options of a run unless told otherwise.
 func DefaultOptions() Options {
@@ -95,6 +110,10 @@ type Report struct {
 	// Trained is the number of messages trained on (online: how many of
 	// them the training rule chose).
 	Trained int `json:"trained"`
+	// Tokens is the model's vocabulary at the end of an online run, and
+	// Pruned the tokens pruning deleted on the way.
+	Tokens uint64 `json:"tokens"`
+	Pruned uint64 `json:"pruned,omitempty"`
 	// Settings lists every filter setting of the run.
 	Settings map[string]string `json:"settings"`
 	// Folds holds each fold's metrics in cross-validation.
@@ -156,7 +175,7 @@ func run(ctx context.Context, c *Corpus, cfg filter.Config, o Options, reuse boo
 		err = o.crossValidate(ctx, c, src, cfg, idx, r)
 	case "online":
 		r.Train = o.Train
-		r.Records, r.Trained, err = o.online(ctx, c, src, cfg, idx)
+		r.Records, r.Trained, err = o.online(ctx, c, src, cfg, idx, r)
 	}
 	if err != nil {
 		return nil, err
@@ -193,6 +212,12 @@ func (o *Options) check() error {
 	}
 	if o.Attack.Words > 0 && o.Mode != "split" {
 		return fmt.Errorf("%w: an attack is a split run's: it needs one trained model to choose its words", ErrOptions)
+	}
+	if o.Prune.On() && o.Mode != "online" {
+		return fmt.Errorf("%w: a daily prune is an online run's: it needs the days to go by", ErrOptions)
+	}
+	if o.Prune.Days < 0 || o.Prune.SeenDays < 0 {
+		return fmt.Errorf("%w: prune days %d and seen days %d: want 0 or more", ErrOptions, o.Prune.Days, o.Prune.SeenDays)
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
@@ -292,8 +317,9 @@ func trainAll(ctx context.Context, f *filter.Filter, c *Corpus, src source, work
 		items = items[:0]
 		return err
 	}
+	var clock replayClock
 	err := each(ctx, workers, idx, src, func(i int, p filter.Prepared) error {
-		items = append(items, filter.Item{Prepared: p, Class: c.Messages[i].Label()})
+		items = append(items, filter.Item{Prepared: p, Class: c.Messages[i].Label(), Day: clock.day(p)})
 		if len(items) < batch {
 			return nil
 		}
@@ -398,8 +424,9 @@ func stratifiedFolds(c *Corpus, idx []int, k int, seed uint64) [][]int {
 	return folds
 }
 
-// online runs the immediate-feedback protocol over idx in order.
-func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.Config, idx []int) ([]Record, int, error) {
+// online runs the immediate-feedback protocol over idx in order, and
+// says in r what the model holds at the end.
+func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.Config, idx []int, r *Report) ([]Record, int, error) {
 	rule, _ := parseTrain(o.Train)
 	f, err := o.newFilter(ctx, cfg)
 	if err != nil {
@@ -409,8 +436,19 @@ func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.
 	threshold := cfg.Threshold()
 	rs := make([]Record, 0, len(idx))
 	trained := 0
+	var clock replayClock
+	var pruned store.Day
 	err = each(ctx, o.Workers, idx, src, func(i int, p filter.Prepared) error {
 		m := c.Messages[i]
+		day := clock.day(p)
+		if o.Prune.On() && day > pruned {
+			res, err := f.Store().Prune(ctx, "", store.AgeRule(day, o.Prune.Count, o.Prune.Days, o.Prune.SeenDays, 0))
+			if err != nil {
+				return fmt.Errorf("prune on %s: %w", day, err)
+			}
+			r.Pruned += res.Tokens
+			pruned = day
+		}
 		v, err := f.ClassifyPrepared(ctx, "", p, filter.ClassifyOptions{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
@@ -421,7 +459,7 @@ func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.
 		if rule.onError && !wrong && !near && !v.Unsure {
 			return nil
 		}
-		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: p, Class: m.Label()}}); err != nil {
+		if _, err := f.Train(ctx, "", []filter.Item{{Prepared: p, Class: m.Label(), Day: day}}); err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 		trained++
@@ -430,7 +468,27 @@ func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.
 	if err != nil {
 		return nil, 0, err
 	}
+	t, err := f.Store().Totals(ctx, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	r.Tokens = t.Vocabulary
 	return rs, trained, nil
+}
+
+// replayClock tells the day each message of a corpus replayed in order
+// of arrival arrived: its Received date, never before the day of the
+// messages before it (the clocks of the servers that stamped them
+// disagree a little), and for one without a date the day of the one
+// before it. Zero, before any message had a date, lets training take
+// today.
+type replayClock struct{ last store.Day }
+
+func (c *replayClock) day(p filter.Prepared) store.Day {
+	if p.Arrival > 0 {
+		c.last = max(c.last, store.DayOf(time.Unix(p.Arrival, 0)))
+	}
+	return c.last
 }
 
 // settingsOf lists every setting of cfg by name.

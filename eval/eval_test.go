@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spamd/spamd/filter"
 )
@@ -324,5 +325,47 @@ func TestThreeClasses(t *testing.T) {
 	// Two classes keep the report they had.
 	if r, err := Run(ctx, synthetic(200), filter.DefaultConfig(), DefaultOptions()); err != nil || r.Classes != nil {
 		t.Errorf("two classes: per-class figures %+v (%v)", r.Classes, err)
+	}
+}
+
+// TestOnlinePrune replays a synthetic corpus spread over 30 days of
+// arrival and prunes it daily: the model ends smaller than without, and
+// a prune outside an online run is refused.
+func TestOnlinePrune(t *testing.T) {
+	c := synthetic(300)
+	for i := range c.Messages {
+		day := time.Date(2007, 4, 1+i/10, 12, 0, 0, 0, time.UTC)
+		c.Messages[i].Raw = append([]byte("Received: from x by y; "+day.Format(time.RFC1123Z)+"\n"), c.Messages[i].Raw...)
+	}
+	ctx := context.Background()
+	run := func(p PruneSchedule, budget int) *Report {
+		t.Helper()
+		o := DefaultOptions()
+		o.Mode, o.Prune = "online", p
+		cfg := filter.DefaultConfig()
+		cfg.ModelTokens = budget
+		r, err := Run(ctx, c, cfg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	whole := run(PruneSchedule{}, 0)
+	pruned := run(PruneSchedule{Count: 1, Days: 3}, 0)
+	bounded := run(PruneSchedule{}, 400)
+	if whole.Pruned != 0 || pruned.Pruned == 0 || pruned.Tokens >= whole.Tokens || pruned.Tokens+pruned.Pruned < whole.Tokens {
+		t.Errorf("tokens: %d without pruning, %d with (%d pruned)", whole.Tokens, pruned.Tokens, pruned.Pruned)
+	}
+	if bounded.Tokens > 400 {
+		t.Errorf("a model bounded to 400 tokens ends with %d", bounded.Tokens)
+	}
+	// Words seen once carry little on a corpus of thirty common words.
+	if pruned.Accuracy < whole.Accuracy-0.03 || bounded.Accuracy < whole.Accuracy-0.03 {
+		t.Errorf("accuracy %.3f pruned, %.3f bounded, %.3f whole", pruned.Accuracy, bounded.Accuracy, whole.Accuracy)
+	}
+	o := DefaultOptions()
+	o.Prune = PruneSchedule{Days: 3}
+	if _, err := Run(ctx, c, filter.DefaultConfig(), o); err == nil {
+		t.Error("a daily prune in a split run is not refused")
 	}
 }

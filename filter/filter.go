@@ -657,8 +657,8 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 			ops[i].Steps = steps
 		}
 	}
-	if err := f.keepBudget(ctx, user, items); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+	if f.cfg.ModelTokens > 0 {
+		return f.trainBounded(ctx, user, items, ops)
 	}
 	res, err := f.st.Apply(ctx, user, ops)
 	if err != nil {
@@ -667,24 +667,48 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 	return res, nil
 }
 
-// keepBudget prunes user's model, when Config.ModelTokens bounds it and
-// training items could take it past the bound, so that it stays within
-// it. A batch adds at most a token per feature of its bags to the
-// vocabulary; the prune makes that much room and a tenth of the budget
-// more, so that the next batches need none. Concurrent batches of one
+// trainBounded applies ops, the ops of items, in chunks that can each add
+// at most a twentieth of the budget of tokens, keeping the budget before
+// each: a large batch would otherwise have to make room for all its
+// tokens at once, most of which the model has already.
+func (f *Filter) trainBounded(ctx context.Context, user string, items []Item, ops []store.Op) ([]store.Result, error) {
+	limit := max(uint64(f.cfg.ModelTokens)/20, 1)
+	res := make([]store.Result, 0, len(ops))
+	for start := 0; start < len(ops); {
+		end, add := start, uint64(0)
+		for end < len(ops) && (end == start || add+adds(&items[end]) <= limit) {
+			add += adds(&items[end])
+			end++
+		}
+		if err := f.keepBudget(ctx, user, add); err != nil {
+			return res, fmt.Errorf("train: %w", err)
+		}
+		r, err := f.st.Apply(ctx, user, ops[start:end])
+		res = append(res, r...)
+		if err != nil {
+			return res, fmt.Errorf("train: %w", err)
+		}
+		start = end
+	}
+	return res, nil
+}
+
+// adds returns the most tokens training it can add to a model.
+func adds(it *Item) uint64 {
+	if it.Class == "" {
+		return 0
+	}
+	return uint64(len(it.Bag.Hashes()))
+}
+
+// keepBudget prunes user's model, when training that can add add tokens
+// could take it past Config.ModelTokens, so that it stays within it. The
+// prune makes that much room and a tenth of the budget more, so that the
+// next batches need none. Concurrent batches of one
 // model can each add their tokens before the other's prune: the bound
 // holds to within what they add.
-func (f *Filter) keepBudget(ctx context.Context, user string, items []Item) error {
+func (f *Filter) keepBudget(ctx context.Context, user string, add uint64) error {
 	budget := uint64(f.cfg.ModelTokens)
-	if budget == 0 {
-		return nil
-	}
-	var add uint64
-	for i := range items {
-		if items[i].Class != "" {
-			add += uint64(len(items[i].Bag.Hashes()))
-		}
-	}
 	f.pruneMu.Lock()
 	defer f.pruneMu.Unlock()
 	t, err := f.st.Totals(ctx, user)

@@ -57,6 +57,9 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	measures := fs.Bool("measures", false, "report what each measure (continuous feature) tells on its own, trained on the train side and tested on the rest; with --plots, its class densities and the likelihood against the kernel width")
 	attack := fs.String("attack", "", "split: add words to every spam tested: goodwords:N (the model's most hammy) or hamwords:N (common ham words at random)")
 	fs.StringVar(&o.Attack.Out, "attack-out", "", "with --attack and --index: write the attacked corpus and its index here")
+	fs.IntVar(&o.Prune.Days, "prune-days", 0, "online: prune daily, by the messages' arrival, the tokens seen at most --prune-count times and not in the last `N` days")
+	fs.Uint64Var(&o.Prune.Count, "prune-count", 1, "online, with --prune-days: prune tokens seen at most this many times")
+	fs.IntVar(&o.Prune.SeenDays, "prune-seen-days", 0, "online: delete daily the seen records of messages that arrived more than `N` days before")
 	if err := fs.Parse(expandMulti(args, "spam", "ham")); err != nil {
 		return usageError(err)
 	}
@@ -343,6 +346,13 @@ func printReport(w io.Writer, r *eval.Report) {
 		ham = "not spam"
 	}
 	fmt.Fprintf(w, "%s: %d messages (%d spam, %d %s) tested, %d trained, %.1f s\n", describe(r), m.N, m.Spam, m.Ham, ham, r.Trained, r.Seconds)
+	if r.Mode == "online" {
+		fmt.Fprintf(w, "model at the end: %d tokens", r.Tokens)
+		if r.Pruned > 0 {
+			fmt.Fprintf(w, ", %d pruned on the way", r.Pruned)
+		}
+		fmt.Fprintln(w)
+	}
 	if n := len(r.AttackWords); n > 0 {
 		fmt.Fprintf(w, "words added to each spam: %s", strings.Join(r.AttackWords[:min(n, 10)], " "))
 		if n > 10 {
