@@ -110,10 +110,12 @@ type Report struct {
 	// Trained is the number of messages trained on (online: how many of
 	// them the training rule chose).
 	Trained int `json:"trained"`
-	// Tokens is the model's vocabulary at the end of an online run, and
-	// Pruned the tokens pruning deleted on the way.
-	Tokens uint64 `json:"tokens"`
-	Pruned uint64 `json:"pruned,omitempty"`
+	// Tokens is the model's vocabulary at the end of an online run,
+	// PeakTokens the most it held after any message, and Pruned the
+	// tokens pruning deleted on the way.
+	Tokens     uint64 `json:"tokens"`
+	PeakTokens uint64 `json:"peak_tokens"`
+	Pruned     uint64 `json:"pruned,omitempty"`
 	// Settings lists every filter setting of the run.
 	Settings map[string]string `json:"settings"`
 	// Folds holds each fold's metrics in cross-validation.
@@ -463,6 +465,11 @@ func (o *Options) online(ctx context.Context, c *Corpus, src source, cfg filter.
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 		trained++
+		t, err := f.Store().Totals(ctx, "")
+		if err != nil {
+			return err
+		}
+		r.PeakTokens = max(r.PeakTokens, t.Vocabulary)
 		return nil
 	})
 	if err != nil {

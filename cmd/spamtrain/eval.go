@@ -347,7 +347,7 @@ func printReport(w io.Writer, r *eval.Report) {
 	}
 	fmt.Fprintf(w, "%s: %d messages (%d spam, %d %s) tested, %d trained, %.1f s\n", describe(r), m.N, m.Spam, m.Ham, ham, r.Trained, r.Seconds)
 	if r.Mode == "online" {
-		fmt.Fprintf(w, "model at the end: %d tokens", r.Tokens)
+		fmt.Fprintf(w, "model at the end: %d tokens (at most %d on the way)", r.Tokens, r.PeakTokens)
 		if r.Pruned > 0 {
 			fmt.Fprintf(w, ", %d pruned on the way", r.Pruned)
 		}
