@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +78,31 @@ func TestCheckCatchesCorruptSamples(t *testing.T) {
 				t.Errorf("check's output does not name the damaged sample: %s%s", out, errOut)
 			}
 		})
+	}
+}
+
+// TestCheckFindsATwiceTrainedMessage restores a model, written by hand,
+// that holds one message as ham and as spam under two digests, as a store
+// written before a report's digest ignored what delivery added could:
+// the two seen records share the message's mark, and check says so, on
+// the store and through the daemon.
+func TestCheckFindsATwiceTrainedMessage(t *testing.T) {
+	isolate(t)
+	d := startDaemon(t)
+	file := filepath.Join(t.TempDir(), "twice.dump")
+	model := "spamd-dump 3\nuser alice@example.org\nclasses ham spam\n" +
+		"t 0000000000000001 2026-11-20 1 0 1 0\n" +
+		"s " + strings.Repeat("ab", 32) + " ham 2026-11-20 5d41402abc4b2a76\n" +
+		"s " + strings.Repeat("cd", 32) + " spam 2026-11-21 5d41402abc4b2a76\n" +
+		"end tokens=1 seen=2 messages=1,1 counts=1,1 values=0,0 levels=0,0 forgotten=0,0\n"
+	if err := os.WriteFile(file, []byte(model), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range [][]string{{"--db", filepath.Join(t.TempDir(), "db")}, {"--api", "unix:" + d.sock}} {
+		mustRun(t, "", append([]string{"restore", file}, where...)...)
+		code, out, _ := spamtrain(t, "", append([]string{"check"}, where...)...)
+		if code != 1 || !strings.Contains(out, `message 5d41402abc4b2a76 trained as "ham" (digest abababababababab) and as "spam" (digest cdcdcdcdcdcdcdcd)`) {
+			t.Errorf("check %v: exit %d:\n%s", where, code, out)
+		}
 	}
 }
