@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -162,11 +163,7 @@ func (s *Store) register(ops []store.Op) (*classList, error) {
 		return nil, fmt.Errorf("register classes %q: %w", added, err)
 	}
 	next := newClassList(append(slices.Clone(cur.names), added...))
-	v, err := encodeMeta(meta{Schema: schemaVersion, Classes: next.names})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) }); err != nil {
+	if err := s.writeMetaRecord(s.metaRecord(next.names)); err != nil {
 		if serr := s.writeFailed(err); serr != nil {
 			return nil, fmt.Errorf("register classes %q: %w (%w)", added, err, serr)
 		}
@@ -231,15 +228,21 @@ type batch struct {
 	rows   map[bow.Hash]int32
 	hashes []bow.Hash // row → token
 	cells  []uint64
-	seen   map[store.Digest]seenRec // class -1 for none
-	tot    *totals                  // nil until the first op that changes something
+	// days holds each row's last day trained, unknownDay for a row read
+	// from the cache, which keeps no days: training on a day no earlier
+	// than the totals' last day needs none, since no row's day is later,
+	// and the other ops read the days they need (resolveDays).
+	days []store.Day
+	seen map[store.Digest]seenRec // class -1 for none
+	tot  *totals                  // nil until the first op that changes something
 	// samp holds the samples the ops touched, dense.
 	samp map[sampleKey]*dense
 
 	// What changed since the last commit, with the values it had before.
 	dirtyRows []int32
-	rowBase   []uint64 // width per dirty row, in the order of dirtyRows
-	rowDirty  []bool   // by row
+	rowBase   []uint64    // width per dirty row, in the order of dirtyRows
+	dayBase   []store.Day // per dirty row, in the order of dirtyRows
+	rowDirty  []bool      // by row
 	seenBase  map[store.Digest]seenRec
 	totDirty  bool
 	totBase   totals
@@ -258,11 +261,13 @@ type batch struct {
 	rowCost, seenCost, totCost, sampleCost int64
 
 	// The op in progress: its rows, bag counts and whether each is of
-	// the bag's head, and the rows' values before it (width each).
-	opRows []int32
-	opN    []uint64
-	opHead []bool
-	opOld  []uint64
+	// the bag's head, and the rows' values (width each) and days before
+	// it.
+	opRows   []int32
+	opN      []uint64
+	opHead   []bool
+	opOld    []uint64
+	opOldDay []store.Day
 
 	// Scratch for reading.
 	key      []byte
@@ -276,8 +281,8 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 	k := int64(len(classes.names))
 	// Badger's Txn.checkSize counts an entry as its key, its value (both
 	// short of the value threshold here) and 2 bytes of meta, plus 10 for
-	// the version. A count, a weight, a step or a total takes at most
-	// MaxVarintLen64 bytes.
+	// the version. A count, a weight, a step, a day or a total takes at
+	// most MaxVarintLen64 bytes, a mark 8.
 	const overhead, uv = 2 + 10, binary.MaxVarintLen64
 	u := int64(len(user))
 	return &batch{
@@ -294,9 +299,9 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 		sampBase: make(map[sampleKey]dense),
 		maxCount: s.db.MaxBatchCount() * s.txnShare / 100,
 		maxSize:  s.db.MaxBatchSize() * s.txnShare / 100,
-		rowCost:  2 + u + 8 + 2*k*uv + overhead,
-		seenCost: 2 + u + int64(len(store.Digest{})) + (2+2*k)*uv + overhead,
-		totCost:  2 + u + (2+2*k)*uv + overhead,
+		rowCost:  2 + u + 8 + (1+2*k)*uv + overhead,
+		seenCost: 2 + u + int64(len(store.Digest{})) + (4+2*k)*uv + 8 + overhead,
+		totCost:  2 + u + (3+3*k)*uv + overhead,
 		// A sample's key and moments; its levels are counted as they
 		// are.
 		sampleCost: 2 + u + 1 + uv + 3*uv + overhead,
@@ -437,6 +442,7 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 	if next.class >= 0 {
 		next.steps = b.stepsOf(op.Steps)
 		next.values = slices.Clone(op.Values)
+		next.day, next.mark = op.Day, op.Mark
 	}
 	b.changeSamples(prev.class, prev.values, -1)
 	b.changeSamples(next.class, next.values, 1)
@@ -446,6 +452,7 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		b.totBase.messages = append(b.totBase.messages[:0], t.messages...)
 		b.totBase.tokens = append(b.totBase.tokens[:0], t.tokens...)
 		b.totBase.vocabulary = t.vocabulary
+		b.totBase.lastDay = t.lastDay
 		b.count++
 		b.size += b.totCost
 	}
@@ -469,6 +476,11 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 			row[2*c] -= d
 			t.tokens[c] -= d
 			addSteps(row, prev.steps, b.opHead[k], -int64(n))
+			if allZero(row) {
+				// The row is gone, its day with it: one trained
+				// again starts afresh, as a new token would.
+				b.days[r] = 0
+			}
 		}
 		t.messages[c] = subClamp(t.messages[c], 1)
 	}
@@ -478,8 +490,14 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 			row[2*c] += n
 			t.tokens[c] += n
 			addSteps(row, next.steps, b.opHead[k], int64(n))
+			// An unknown day is no later than the totals' last day,
+			// and so than op.Day: begin made sure.
+			if d := b.days[r]; d == unknownDay || d < op.Day {
+				b.days[r] = op.Day
+			}
 		}
 		t.messages[c]++
+		t.lastDay = max(t.lastDay, op.Day)
 	}
 	for k, r := range b.opRows {
 		old, row := b.opOld[k*b.width:(k+1)*b.width], b.row(r)
@@ -490,10 +508,11 @@ func (b *batch) apply(op *store.Op) (store.Result, error) {
 		case was && !is:
 			t.vocabulary = subClamp(t.vocabulary, 1)
 		}
-		if !b.rowDirty[r] && !slices.Equal(old, row) {
+		if !b.rowDirty[r] && (!slices.Equal(old, row) || b.opOldDay[k] != b.days[r]) {
 			b.rowDirty[r] = true
 			b.dirtyRows = append(b.dirtyRows, r)
 			b.rowBase = append(b.rowBase, old...)
+			b.dayBase = append(b.dayBase, b.opOldDay[k])
 			b.count++
 			b.size += b.rowCost
 		}
@@ -623,7 +642,7 @@ func (b *batch) begin(op *store.Op, prev seenRec) error {
 	if op.Class != "" {
 		sampleKeys(b.classes.index[op.Class], op.Values, load)
 	}
-	b.opRows, b.opN, b.opHead, b.opOld = b.opRows[:0], b.opN[:0], b.opHead[:0], b.opOld[:0]
+	b.opRows, b.opN, b.opHead, b.opOld, b.opOldDay = b.opRows[:0], b.opN[:0], b.opHead[:0], b.opOld[:0], b.opOldDay[:0]
 	b.missing, b.missN, b.missHead = b.missing[:0], b.missN[:0], b.missHead[:0]
 	hashes, counts, head := op.Bag.Hashes(), op.Bag.Counts(), op.Bag.Head()
 	for i, h := range hashes {
@@ -644,8 +663,52 @@ func (b *batch) begin(op *store.Op, prev seenRec) error {
 	if err := b.load(); err != nil {
 		return err
 	}
+	// A row's day is needed unless training sets it to op.Day, which it
+	// does when op.Day is no earlier than the last day trained on. An op
+	// that only untrains keeps the days of the rows it leaves.
+	if op.Class == "" || op.Day < b.tot.lastDay {
+		if err := b.resolveDays(); err != nil {
+			return err
+		}
+	}
 	for _, r := range b.opRows {
 		b.opOld = append(b.opOld, b.row(r)...)
+		b.opOldDay = append(b.opOldDay, b.days[r])
+	}
+	return nil
+}
+
+// unknownDay stands for the day of a row read from the cache, which keeps
+// no days; it is no day training is given in earnest (the year
+// 11,760,000).
+const unknownDay store.Day = math.MaxUint32
+
+// resolveDays reads from Badger the days of the op's rows that came from
+// the cache. Nothing else writes while an Apply runs, so the snapshot it
+// reads holds the rows as the cache has them.
+func (b *batch) resolveDays() error {
+	txn := b.reader()
+	for _, r := range b.opRows {
+		if b.days[r] != unknownDay {
+			continue
+		}
+		h := b.hashes[r]
+		b.key = appendTokenKey(b.key[:0], b.user, h)
+		item, err := txn.Get(b.key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: token %x is cached but not stored", store.ErrInconsistent, h)
+		}
+		if err != nil {
+			return fmt.Errorf("read token %x: %w", h, err)
+		}
+		err = item.Value(func(v []byte) error {
+			var err error
+			b.days[r], _, err = decodeDay(v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read token %x: %w", h, err)
+		}
 	}
 	return nil
 }
@@ -663,6 +726,7 @@ func (b *batch) load() error {
 	first := int32(len(b.hashes))
 	b.cells = append(b.cells, make([]uint64, len(b.missing)*b.width)...)
 	b.hashes = append(b.hashes, b.missing...)
+	b.days = append(b.days, make([]store.Day, len(b.missing))...)
 	b.rowDirty = append(b.rowDirty, make([]bool, len(b.missing))...)
 	for i, h := range b.missing {
 		r := first + int32(i)
@@ -672,6 +736,9 @@ func (b *batch) load() error {
 		b.opHead = append(b.opHead, b.missHead[i])
 		if len(b.vals[i]) > b.width {
 			return fmt.Errorf("%w: token %x has counts of unknown classes", store.ErrInconsistent, h)
+		}
+		if b.vals[i] != nil {
+			b.days[r] = unknownDay
 		}
 		copy(b.row(r), b.vals[i])
 	}
@@ -696,13 +763,15 @@ func (b *batch) load() error {
 		if err != nil {
 			return fmt.Errorf("read token %x: %w", h, err)
 		}
-		row := b.row(first + int32(i))
+		r := first + int32(i)
+		row := b.row(r)
 		err = item.Value(func(v []byte) error {
 			// row is capped at width: a longer row is decoded elsewhere.
-			c, err := decodeRow(row[:0], v)
+			c, day, err := decodeRow(row[:0], v)
 			if err == nil && len(c) > b.width {
 				err = fmt.Errorf("%w: counts of unknown classes", store.ErrInconsistent)
 			}
+			b.days[r] = day
 			return err
 		})
 		if err != nil {
@@ -723,18 +792,21 @@ func (b *batch) loadTotals() error {
 			return fmt.Errorf("read totals: %w", err)
 		}
 	}
-	if len(t.messages) > b.nclasses || len(t.tokens) > b.nclasses {
+	if len(t.messages) > b.nclasses || len(t.tokens) > b.nclasses || len(t.forgotten) > b.nclasses {
 		return fmt.Errorf("%w: totals of unknown classes", store.ErrInconsistent)
 	}
 	// A copy, since what the cache holds is shared and never modified.
 	b.tot = &totals{
 		messages:   make([]uint64, b.nclasses),
 		tokens:     make([]uint64, b.nclasses),
+		forgotten:  make([]uint64, b.nclasses),
 		vocabulary: t.vocabulary,
+		lastDay:    t.lastDay,
 		samples:    t.samples,
 	}
 	copy(b.tot.messages, t.messages)
 	copy(b.tot.tokens, t.tokens)
+	copy(b.tot.forgotten, t.forgotten)
 	return nil
 }
 
@@ -780,7 +852,7 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 	}
 	for i, r := range b.dirtyRows {
 		row := b.row(r)
-		if slices.Equal(row, b.rowBase[i*b.width:(i+1)*b.width]) {
+		if slices.Equal(row, b.rowBase[i*b.width:(i+1)*b.width]) && b.days[r] == b.dayBase[i] {
 			continue // the ops since the last commit took back what they did
 		}
 		start := len(buf)
@@ -792,8 +864,12 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			}
 			continue
 		}
+		if b.days[r] == unknownDay {
+			// begin makes sure every op that needs a day has it.
+			return nil, fmt.Errorf("%w: token %x changed without its day known", store.ErrInconsistent, b.hashes[r])
+		}
 		start = len(buf)
-		buf = appendRow(buf, row)
+		buf = appendRow(buf, b.days[r], row)
 		if err := set(key, since(start)); err != nil {
 			return nil, err
 		}
@@ -879,7 +955,9 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 		f.tot = &totals{
 			messages:   slices.Clone(b.tot.messages),
 			tokens:     slices.Clone(b.tot.tokens),
+			forgotten:  slices.Clone(b.tot.forgotten),
 			vocabulary: b.tot.vocabulary,
+			lastDay:    b.tot.lastDay,
 			samples:    samples,
 		}
 	}
@@ -956,6 +1034,7 @@ func (b *batch) abandon(f *inflight) {
 func (b *batch) rollback() {
 	for i, r := range b.dirtyRows {
 		copy(b.row(r), b.rowBase[i*b.width:(i+1)*b.width])
+		b.days[r] = b.dayBase[i]
 	}
 	for d, rec := range b.seenBase {
 		b.seen[d] = rec
@@ -964,6 +1043,7 @@ func (b *batch) rollback() {
 		copy(b.tot.messages, b.totBase.messages)
 		copy(b.tot.tokens, b.totBase.tokens)
 		b.tot.vocabulary = b.totBase.vocabulary
+		b.tot.lastDay = b.totBase.lastDay
 	}
 	for k, base := range b.sampBase {
 		*b.samp[k] = base
@@ -976,7 +1056,7 @@ func (b *batch) clean() {
 	for _, r := range b.dirtyRows {
 		b.rowDirty[r] = false
 	}
-	b.dirtyRows, b.rowBase = b.dirtyRows[:0], b.rowBase[:0]
+	b.dirtyRows, b.rowBase, b.dayBase = b.dirtyRows[:0], b.rowBase[:0], b.dayBase[:0]
 	clear(b.seenBase)
 	b.totDirty = false
 	clear(b.sampBase)

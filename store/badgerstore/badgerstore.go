@@ -7,22 +7,29 @@
 // user name and a 0x00 byte, which ValidUser guarantees cannot occur in a
 // name, so no user's key can be spelled through another user's name:
 //
-//	"m"                          schema version and class list (JSON)
-//	"u" user 0x00                totals: per-class messages and tokens, vocabulary
-//	"r" user 0x00 hash           one token's row; hash is 8 bytes big-endian
-//	"S" user 0x00 digest         seen record of a trained message
+//	"m"                          schema version, class list, day of the upgrade to schema 4 (JSON)
+//	"u" user 0x00                totals: per-class messages, tokens and forgotten messages, vocabulary, last day
+//	"T" user 0x00 hash           one token's day and row; hash is 8 bytes big-endian
+//	"M" user 0x00 digest         seen record of a trained message
 //	"h" user 0x00 measure class  a measure's sample in a class; class a uvarint
 //
-// Totals are uvarints. A token's row is laid out as store.Counts, a pair
-// per class index: the count as a uvarint, the weight as a zigzag varint,
-// trailing zeros dropped, so a token of a two-class model takes a few
-// bytes. A row whose counts and weights all reach zero is deleted; the
-// vocabulary counts the rows with a count, not those a weight alone
-// keeps. A seen record is the class index and the number of steps as
-// uvarints, the steps the message's training added, a head and a body step
-// per class index as zigzag varints, trailing zero pairs dropped, and the
-// measure and level of each of the message's values as uvarints:
-// untraining subtracts exactly those. Weights are added and subtracted in
+// Totals are uvarints: the vocabulary, the number of classes, per class
+// the messages and the tokens, the last day trained on, and per class the
+// messages forgotten (those whose seen records Prune deleted, which the
+// messages still count). Days are store.Day; in rows and seen records
+// they are zigzag varints counted from 2025-01-01, two bytes from 2002 to
+// 2047. A token's row is the day it was last trained on, then its values
+// laid out as store.Counts, a pair per class index: the count as a
+// uvarint, the weight as a zigzag varint, trailing zeros dropped, so a
+// token of a two-class model takes a few bytes. A row whose counts and
+// weights all reach zero is deleted; the vocabulary counts the rows with
+// a count, not those a weight alone keeps. A seen record is the class
+// index, the day the message was trained on, the number of steps and the
+// steps the message's training added, a head and a body step per class
+// index as zigzag varints, trailing zero pairs dropped, the number of
+// values and the measure and level of each as uvarints (untraining
+// subtracts exactly those), and the message's mark (store.Op.Mark) as 8
+// bytes, or nothing when it has none. Weights are added and subtracted in
 // wrapping 64-bit arithmetic, which makes taking back exact whatever came
 // between. A sample is its count, sum and sum of squares and, per level
 // with values, the distance from the level before and the count, as
@@ -31,20 +38,34 @@
 // once empty. The samples are read with the totals and cached with them.
 // Classes are registered store-wide, on first use, and never renumbered.
 //
+// No row's day and no seen record's is later than the totals' last day,
+// which Check verifies. Apply relies on it: the cache keeps rows without
+// their days, and a message trained on a day no earlier than the last
+// sets the day of each of its rows without reading the old one. Only an
+// op that untrains alone, or trains on an earlier day, reads the days of
+// the cached rows it changes.
+//
 // # Older schemas
 //
 // Schema 1 had no weights and no steps: token counts under kind "t", one
 // uvarint per class, and seen records of the class index alone. Schema 2
 // had no measures: seen records under kind "s", the class index and the
-// steps, and no samples. Open converts such a store in place, one schema
-// after the other; see convert for how a crash during a conversion is
-// survived. In short: the keys whose values change encoding live under a
-// kind of their own in the next schema, each transaction moves a run of
-// keys to it and deletes the old ones, and the meta record says the next
-// schema only once none is left, so an Open that finds the old schema
-// resumes where the last one stopped. Records of schema 1 and 2 become
-// records without values, and the samples start empty: the measures learn
-// from the messages trained after. A build that reads an older schema
+// steps, and no samples. Schema 3 had no days and no marks: token rows
+// under kind "r", seen records under kind "S", and totals without the
+// last day and the forgotten messages. Open converts such a store in
+// place, one schema after the other; see convert for how a crash during a
+// conversion is survived. In short: the keys whose values change encoding
+// live under a kind of their own in the next schema, each transaction
+// moves a run of keys to it and deletes the old ones, and the meta record
+// says the next schema only once none is left, so an Open that finds the
+// old schema resumes where the last one stopped. Records of schema 1 and
+// 2 become records without values, and the samples start empty: the
+// measures learn from the messages trained after. Rows and seen records
+// of schema 3 get the day of the upgrade, which the meta record keeps
+// from the start of the conversion, so that a prune by age the day after
+// takes nothing for ancient; seen records get no mark, and the totals
+// that day as their last day. Converting a store costs a rewrite of each
+// of its keys, some seconds a million. A build that reads an older schema
 // only refuses a converted store.
 //
 // # Atomicity and durability
@@ -62,6 +83,12 @@
 // commit leaves a prefix of the ops committed. A single mutex serializes
 // writers, so transactions never conflict; readers use read-only
 // transactions and are never blocked by a writer.
+//
+// Prune finds what its rule deletes in a read-only snapshot, without the
+// mutex, and deletes it in transactions of a few thousand keys, each
+// taking the mutex, reading its keys again and writing the totals with
+// them: training waits for one such transaction at a time, never for a
+// whole prune, and each is atomic like an op.
 //
 // Load writes a whole model into a store that holds none, the first
 // training of a new store: it hands Badger every key sorted, and Badger
@@ -90,8 +117,9 @@
 // # Reads
 //
 // Lookup and Totals go through a bounded in-memory cache of token rows
-// and totals which Apply updates after each commit, before it returns, so
-// the cache never serves a value older than the last Apply; misses are
+// and totals which Apply and Prune update after each commit, before they
+// return, so the cache never serves a value older than the last Apply or
+// Prune; misses are
 // read in one read-only transaction per call. Apply reads through the same
 // cache, and skips reading tokens that a per-user Bloom filter of stored
 // tokens says are new (see presence), which most uncached tokens are when
@@ -314,7 +342,8 @@ type Store struct {
 	gcDone sync.WaitGroup
 	gcMu   sync.Mutex // Badger rejects a value-log GC while another runs
 
-	// wmu serializes Apply and Compact: a single writer never conflicts.
+	// wmu serializes Apply, Prune, Restore, DeleteUser and Compact: a
+	// single writer never conflicts.
 	wmu sync.Mutex
 	// busy holds the users whose model a restore or a delete is writing,
 	// which readers see as having none; nBusy counts them.
@@ -322,7 +351,10 @@ type Store struct {
 	busy    map[string]bool
 	nBusy   atomic.Int32
 	classes atomic.Pointer[classList]
-	present *presence // guarded by wmu
+	// upgraded is the meta record's day of the conversion to schema 4,
+	// which every write of the record keeps.
+	upgraded store.Day
+	present  *presence // guarded by wmu
 	// flushWait, if set by a test, replaces defaultFlushWait.
 	flushWait time.Duration
 	// txnShare is the share, in percent, of Badger's transaction limits
@@ -332,6 +364,9 @@ type Store struct {
 	// transaction Apply commits, and an error it returns fails the
 	// commit in Badger's place; errCommitHangs makes it never end.
 	commitErr func(start int) error
+	// pruned, if set by a test, is called after each transaction Prune
+	// commits, with the number committed so far.
+	pruned func(txns int)
 }
 
 // classList is an immutable snapshot of the registered classes.
@@ -530,7 +565,7 @@ func lockedError(err error) bool {
 }
 
 // loadMeta reads the schema version and classes, writing them into a new,
-// empty database, and converts a store of schema 1.
+// empty database, and converts a store of an older schema.
 func (s *Store) loadMeta(ctx context.Context, o Options) error {
 	var m meta
 	err := s.db.Update(func(txn *badger.Txn) error {
@@ -562,16 +597,31 @@ func (s *Store) loadMeta(ctx context.Context, o Options) error {
 		return fmt.Errorf("read meta record: %w", err)
 	}
 	for m.Schema >= 1 && m.Schema < schemaVersion {
-		if err := s.convert(ctx, m, o); err != nil {
+		if err := s.convert(ctx, &m, o); err != nil {
 			return fmt.Errorf("convert from schema %d: %w", m.Schema, err)
 		}
-		m.Schema++
 	}
 	if m.Schema != schemaVersion {
 		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
 	}
+	s.upgraded = m.Upgraded
 	s.classes.Store(newClassList(m.Classes))
 	return nil
+}
+
+// metaRecord returns the meta record of this schema with classes.
+func (s *Store) metaRecord(classes []string) meta {
+	return meta{Schema: schemaVersion, Classes: classes, Upgraded: s.upgraded}
+}
+
+// writeMetaRecord writes m as the meta record, in a transaction of its
+// own.
+func (s *Store) writeMetaRecord(m meta) error {
+	v, err := encodeMeta(m)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) })
 }
 
 // enter holds the store open for a call; the caller must s.life.RUnlock.
@@ -615,7 +665,7 @@ func (s *Store) Totals(ctx context.Context, user string) (_ store.Totals, err er
 	}
 	// Loaded after the totals, so that it names every class they count.
 	classes := s.classes.Load().names
-	n := max(len(classes), len(t.messages), len(t.tokens))
+	n := max(len(classes), len(t.messages), len(t.tokens), len(t.forgotten))
 	out := store.Totals{
 		Classes:    slices.Clone(classes),
 		Messages:   make([]uint64, n),
@@ -625,6 +675,11 @@ func (s *Store) Totals(ctx context.Context, user string) (_ store.Totals, err er
 	copy(out.Messages, t.messages)
 	copy(out.Tokens, t.tokens)
 	out.Samples = t.samples
+	out.LastDay = t.lastDay
+	if slices.ContainsFunc(t.forgotten, func(n uint64) bool { return n != 0 }) {
+		out.Forgotten = make([]uint64, n)
+		copy(out.Forgotten, t.forgotten)
+	}
 	return out, nil
 }
 
@@ -789,7 +844,7 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 		}
 		start := len(arena)
 		var err error
-		if arena, err = decodeRow(arena, v); err != nil {
+		if arena, _, err = decodeRow(arena, v); err != nil {
 			arena = arena[:start]
 			return true
 		}
@@ -860,7 +915,7 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 		}
 		row := arena[k*width : k*width : (k+1)*width]
 		err = item.Value(func(v []byte) error {
-			row, err = decodeRow(row, v)
+			row, _, err = decodeRow(row, v)
 			return err
 		})
 		if err != nil {

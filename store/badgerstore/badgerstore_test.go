@@ -132,6 +132,11 @@ func TestCheck(t *testing.T) {
 	tokenKey := appendTokenKey(nil, user, 1)
 	seenKey := appendSeenKey(nil, user, storetest.D("m1"))
 	v1Key := binary.BigEndian.AppendUint64(userPrefix(kindTokenV1, user), 1)
+	v3Key := binary.BigEndian.AppendUint64(userPrefix(kindTokenV3, user), 1)
+	seenKey3 := appendSeenKey(nil, user, storetest.D("m3"))
+	m1Values := []store.Value{{Measure: 0, Level: 100}, {Measure: 3, Level: 7}}
+	day0 := slices.Clip(appendDay(nil, 0)) // appended to in several places
+	d9 := storetest.D("m9")
 	tests := []struct {
 		name  string
 		key   []byte
@@ -139,30 +144,39 @@ func TestCheck(t *testing.T) {
 		want  string // in the report; "" means consistent
 	}{
 		{"untouched", nil, nil, ""},
-		{"weight changed", tokenKey, appendRow(nil, []uint64{3, 12345}), ""},
+		{"weight changed", tokenKey, appendRow(nil, 0, []uint64{3, 12345}), ""},
+		{"token trained after the last day", tokenKey, appendRow(nil, 5, []uint64{3, 9}), "last trained on 1970-01-06, after the last day trained on, 1970-01-01"},
 		{"messages off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{3, 1}, tokens: []uint64{6, 1}, vocabulary: 3}), `class "spam": totals say 3 messages, 2 seen records`},
 		{"tokens off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{7, 1}, vocabulary: 3}), `class "spam": totals say 7 tokens, token counts sum to 6`},
 		{"vocabulary off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 4}), "totals say vocabulary 4, 3 tokens with a count"},
+		{"forgotten off", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 3, forgotten: []uint64{1}}), `class "spam": totals say 2 messages, 2 seen records and 1 forgotten`},
+		{"forgotten counted", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{3, 1}, tokens: []uint64{6, 1}, vocabulary: 3, forgotten: []uint64{1}}), ""},
+		{"forgotten of unknown class", totalsKey(user), appendTotals(nil, &totals{messages: []uint64{2, 1}, tokens: []uint64{6, 1}, vocabulary: 3, forgotten: []uint64{0, 0, 1}}), "totals count 3 classes, the store has 2"},
 		{"totals lost", totalsKey(user), nil, `class "ham": totals say 0 messages, 1 seen records`},
 		{"totals undecodable", totalsKey(user), []byte{0xff}, "totals: store is inconsistent: undecodable value"},
-		{"token count changed", tokenKey, appendRow(nil, []uint64{5}), `class "spam": totals say 6 tokens, token counts sum to 8`},
+		{"token count changed", tokenKey, appendRow(nil, 0, []uint64{5}), `class "spam": totals say 6 tokens, token counts sum to 8`},
 		{"token lost", tokenKey, nil, "totals say vocabulary 3, 2 tokens with a count"},
-		{"token with a weight only", tokenKey, appendRow(nil, []uint64{0, 7}), "totals say vocabulary 3, 2 tokens with a count"},
-		{"token all zero", tokenKey, []byte{0, 0}, "all zero, not deleted"},
-		{"token of unknown class", tokenKey, appendRow(nil, []uint64{2, 0, 0, 0, 1}), "counts of unknown classes"},
+		{"token with a weight only", tokenKey, appendRow(nil, 0, []uint64{0, 7}), "totals say vocabulary 3, 2 tokens with a count"},
+		{"token all zero", tokenKey, append(day0, 0, 0), "all zero, not deleted"},
+		{"token of unknown class", tokenKey, appendRow(nil, 0, []uint64{2, 0, 0, 0, 1}), "counts of unknown classes"},
 		{"token undecodable", tokenKey, []byte{0x80}, "undecodable"},
-		{"token weight undecodable", tokenKey, []byte{3, 0x80}, "undecodable"},
+		{"token weight undecodable", tokenKey, append(day0, 3, 0x80), "undecodable"},
 		{"token left in schema 1", v1Key, []byte{1}, "of schema 1"},
+		{"token left in schema 3", v3Key, appendRowV3(nil, []uint64{1}), "of schema 3"},
 		{"seen record lost", seenKey, nil, `class "spam": totals say 2 messages, 1 seen records`},
 		{"seen record moved", seenKey, appendSeen(nil, seenRec{class: 1}), `class "ham": totals say 1 messages, 2 seen records`},
-		{"seen record without steps", seenKey, appendSeen(nil, seenRec{class: 0, values: []store.Value{{Measure: 0, Level: 100}, {Measure: 3, Level: 7}}}), ""},
+		{"seen record without steps", seenKey, appendSeen(nil, seenRec{class: 0, values: m1Values}), ""},
+		{"seen record trained after the last day", seenKey, appendSeen(nil, seenRec{class: 0, steps: steps4, values: m1Values, day: 5}), "trained on 1970-01-06, after the last day trained on, 1970-01-01"},
+		{"message trained as two classes", seenKey3, appendSeen(nil, seenRec{class: 1, mark: 0xabc}), `message 0000000000000abc trained as "ham" (digest`},
+		{"message trained twice as one class", seenKey3, appendSeen(nil, seenRec{class: 0, mark: 0xabc}), `class "spam": totals say 2 messages, 3 seen records`},
 		{"seen record of unknown class", seenKey, appendSeen(nil, seenRec{class: 7}), "unknown class 7"},
 		{"seen record with steps of unknown classes", seenKey, appendSeen(nil, seenRec{class: 0, steps: []int64{1, 1, 1, 1, 1, 1}}), "steps of unknown classes"},
-		{"seen record with a step undecodable", seenKey, append(appendSeen(nil, seenRec{class: 0}), 2, 0x80), "undecodable"},
-		{"seen record with a head step alone", seenKey, []byte{0, 1, 2}, "undecodable"},
+		{"seen record with a step undecodable", seenKey, append(append([]byte{0}, day0...), 2, 2, 0x80), "undecodable"},
+		{"seen record with a head step alone", seenKey, append(append([]byte{0}, day0...), 1, 2, 0), "undecodable"},
 		{"seen record's value changed", seenKey, appendSeen(nil, seenRec{class: 0, steps: steps4, values: []store.Value{{Measure: 0, Level: 101}, {Measure: 3, Level: 7}}}), `measure 0 of class "spam": stored n=2 sum=300`},
 		{"seen record's value lost", seenKey, appendSeen(nil, seenRec{class: 0, steps: steps4, values: []store.Value{{Measure: 0, Level: 100}}}), `measure 3 of class "spam": stored n=1`},
 		{"seen record left in schema 2", appendSeenKeyV2(nil, user, storetest.D("m9")), appendSeenV2(nil, seenRec{class: 0}), "of schema 2"},
+		{"seen record left in schema 3", append(userPrefix(kindSeenV3, user), d9[:]...), appendSeenV3(nil, seenRec{class: 0}), "of schema 3"},
 		{"sample count changed", sampleKeyOf(0, 0), appendSample(nil, storetest.SampleOf(100, 200, 200)), `measure 0 of class "spam": stored n=3`},
 		{"sample level moved", sampleKeyOf(0, 0), appendSample(nil, storetest.SampleOf(100, 201)), `measure 0 of class "spam": stored n=2 sum=301`},
 		{"sample lost", sampleKeyOf(3, 0), nil, `measure 3 of class "spam": stored n=0`},
@@ -172,7 +186,7 @@ func TestCheck(t *testing.T) {
 		{"sample undecodable", sampleKeyOf(0, 0), []byte{0x80}, "undecodable"},
 		{"sample moments off its levels", sampleKeyOf(0, 0), []byte{2, 45, 1, 100, 1, 100, 1}, "sum of squares"},
 		{"malformed sample key", append(userPrefix(kindSample, user), 1), appendSample(nil, storetest.SampleOf(9)), "malformed sample key"},
-		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendRow(nil, []uint64{1}), "malformed token key"},
+		{"malformed token key", append(userPrefix(kindToken, user), 1, 2, 3), appendRow(nil, 0, []uint64{1}), "malformed token key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +194,8 @@ func TestCheck(t *testing.T) {
 			defer s.Close()
 			steps := []store.Step{{Class: "spam", Head: 4, Body: 1}, {Class: "ham", Head: -4, Body: -1}}
 			m1 := storetest.TrainSteps("m1", "spam", map[bow.Hash]uint32{1: 2}, map[bow.Hash]uint32{2: 1}, steps...)
-			m1.Values = []store.Value{{Measure: 0, Level: 100}, {Measure: 3, Level: 7}}
+			m1.Values = m1Values
+			m1.Mark = 0xabc
 			m2 := storetest.TrainSteps("m2", "spam", nil, map[bow.Hash]uint32{1: 1, 3: 2}, steps...)
 			m2.Values = []store.Value{{Measure: 0, Level: 200}}
 			train(t, s, user,
@@ -359,7 +374,7 @@ func TestOpenRejects(t *testing.T) {
 		value []byte
 	}{
 		{"foreign database", []byte("some key"), []byte("some value")},
-		{"newer schema", metaKey, []byte(`{"schema":4,"classes":[]}`)},
+		{"newer schema", metaKey, fmt.Appendf(nil, `{"schema":%d,"classes":[]}`, schemaVersion+1)},
 		{"bad meta", metaKey, []byte(`{"schema":1,"classes":["Spam"]}`)},
 		{"meta not JSON", metaKey, []byte{1, 2, 3}},
 	}

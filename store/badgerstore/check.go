@@ -15,12 +15,14 @@ const maxProblems = 20
 
 // Check recounts user's seen records and token rows in one snapshot and
 // compares the result with the stored totals: per class, messages with the
-// seen records and tokens with the sum of the token counts, and the
-// vocabulary with the number of tokens that have a count; and the samples
-// with those of the values the seen records hold. Weights have no totals
-// to agree with; Check only makes sure they decode, as the steps of seen
-// records must. It reads all of the user's keys, without the cache, while
-// Apply and readers go on.
+// seen records and the messages forgotten, and tokens with the sum of the
+// token counts, and the vocabulary with the number of tokens that have a
+// count; and the samples with those of the values the seen records hold.
+// It finds messages trained as two classes under two digests by their
+// marks (store.MarkSet), and days later than the last day trained on.
+// Weights have no totals to agree with; Check only makes sure they
+// decode, as the steps of seen records must. It reads all of the user's
+// keys, without the cache, while Apply, Prune and readers go on.
 func (s *Store) Check(ctx context.Context, user string) (err error) {
 	defer s.recoverFault(&err, "check")
 	if err := store.ValidUser(user); err != nil {
@@ -51,6 +53,7 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 
 	var steps []int64
 	var recount store.SampleSet
+	var marks store.MarkSet
 	err = scan(ctx, txn, userPrefix(kindSeen, user), func(key, v []byte) bool {
 		if len(key) != len(user)+2+len(store.Digest{}) {
 			r.addf("malformed seen key %x", key)
@@ -67,6 +70,12 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 		default:
 			messages[rec.class]++
 			recount.Add(rec.class, rec.values, 1)
+			var d store.Digest
+			copy(d[:], key[len(key)-len(d):])
+			marks.Add(rec.mark, classes[rec.class], d)
+			if rec.day > stored.lastDay {
+				r.addf("seen record %x: trained on %s, after the last day trained on, %s", key, rec.day, stored.lastDay)
+			}
 		}
 		steps = rec.steps
 		return true
@@ -81,9 +90,13 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 			return true
 		}
 		var err error
-		if row, err = decodeRow(row[:0], v); err != nil {
+		var day store.Day
+		if row, day, err = decodeRow(row[:0], v); err != nil {
 			r.addf("token key %x: %v", key, err)
 			return true
+		}
+		if day > stored.lastDay {
+			r.addf("token key %x: last trained on %s, after the last day trained on, %s", key, day, stored.lastDay)
 		}
 		if len(row) > 2*k {
 			r.addf("token key %x: counts of unknown classes", key)
@@ -105,7 +118,8 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
 	// A store of this schema has none: the conversions moved them all.
-	for kind, what := range map[byte]string{kindTokenV1: "token key %x of schema 1", kindSeenV2: "seen key %x of schema 2"} {
+	for kind, what := range map[byte]string{kindTokenV1: "token key %x of schema 1", kindSeenV2: "seen key %x of schema 2",
+		kindTokenV3: "token key %x of schema 3", kindSeenV3: "seen key %x of schema 3"} {
 		err = scan(ctx, txn, userPrefix(kind, user), func(key, _ []byte) bool {
 			r.addf(what, key)
 			return true
@@ -140,13 +154,16 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 	for _, d := range samples.Differences(recount.Samples(), classes) {
 		r.addf("%s", d)
 	}
+	for _, p := range marks.Problems() {
+		r.addf("%s", p)
+	}
 
-	if len(stored.messages) > k || len(stored.tokens) > k {
-		r.addf("totals count %d classes, the store has %d", max(len(stored.messages), len(stored.tokens)), k)
+	if n := max(len(stored.messages), len(stored.tokens), len(stored.forgotten)); n > k {
+		r.addf("totals count %d classes, the store has %d", n, k)
 	}
 	for c, name := range classes {
-		if got, want := at(stored.messages, c), messages[c]; got != want {
-			r.addf("class %q: totals say %d messages, %d seen records", name, got, want)
+		if got, seen, forgot := at(stored.messages, c), messages[c], at(stored.forgotten, c); got != seen+forgot {
+			r.addf("class %q: totals say %d messages, %d seen records and %d forgotten", name, got, seen, forgot)
 		}
 		if got, want := at(stored.tokens, c), tokens[c]; got != want {
 			r.addf("class %q: totals say %d tokens, token counts sum to %d", name, got, want)

@@ -15,77 +15,126 @@ import (
 type migration struct {
 	from, to byte // the kinds of key
 	what     string
-	// recode appends v, a value of kind from, as a value of kind to; it
-	// reports false for a value that does not decode.
-	recode func(dst, v []byte) ([]byte, bool)
+	// recode appends v, a value of kind from, as a value of kind to,
+	// giving what had no day the day of the upgrade; it reports false
+	// for a value that does not decode.
+	recode func(dst, v []byte, upgraded store.Day) ([]byte, bool)
 }
 
-// migrations holds, by schema, the migration to the next one.
-var migrations = map[int]migration{
+// migrations holds, by schema, the migrations to the next one.
+var migrations = map[int][]migration{
 	// Schema 2 added weights to the token rows.
-	1: {from: kindTokenV1, to: kindToken, what: "tokens", recode: func(dst, v []byte) ([]byte, bool) {
+	1: {{from: kindTokenV1, to: kindTokenV3, what: "tokens", recode: func(dst, v []byte, _ store.Day) ([]byte, bool) {
 		row, err := decodeCountsV1(nil, v)
-		return appendRow(dst, row), err == nil
-	}},
+		return appendRowV3(dst, row), err == nil
+	}}},
 	// Schema 3 added the measures' values to the seen records.
-	2: {from: kindSeenV2, to: kindSeen, what: "seen records", recode: func(dst, v []byte) ([]byte, bool) {
+	2: {{from: kindSeenV2, to: kindSeenV3, what: "seen records", recode: func(dst, v []byte, _ store.Day) ([]byte, bool) {
 		rec, err := decodeSeenV2(v, nil)
-		return appendSeen(dst, rec), err == nil
-	}},
+		return appendSeenV3(dst, rec), err == nil
+	}}},
+	// Schema 4 added days to the token rows and days and marks to the
+	// seen records: what was there gets the day of the upgrade, so that
+	// a prune by age the day after takes nothing for ancient, and no
+	// mark.
+	3: {
+		{from: kindTokenV3, to: kindToken, what: "tokens", recode: func(dst, v []byte, day store.Day) ([]byte, bool) {
+			row, err := decodeRowV3(nil, v)
+			return appendRow(dst, day, row), err == nil
+		}},
+		{from: kindSeenV3, to: kindSeen, what: "seen records", recode: func(dst, v []byte, day store.Day) ([]byte, bool) {
+			rec, err := decodeSeenV3(v, nil)
+			rec.day = day
+			return appendSeen(dst, rec), err == nil
+		}},
+	},
 }
+
+// undecodablePrefix goes before a value that a conversion found
+// undecodable, which keeps its bytes: no decoder reads past it (it is a
+// varint that never ends), so Check reports the value whatever its bytes
+// would read as in the new encoding.
+var undecodablePrefix = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // convert turns a store of schema m.Schema into one of the next, by its
-// migration: each transaction moves a run of the old kind's keys to the
-// new kind, recoding their values and deleting the old keys, and the
-// meta record says the next schema only once no old key is left. Each
-// step is whole or not there, so a process killed anywhere leaves a store
-// with every key under one kind or the other, never both, and meta at the
-// old schema until the end: the next Open picks up where this one
-// stopped. A store two schemas old goes through both migrations in turn.
+// migrations, and sets m to the meta record it wrote: each transaction
+// moves a run of an old kind's keys to the new kind, recoding their
+// values and deleting the old keys, and the meta record says the next
+// schema only once no old key is left. Each step is whole or not there,
+// so a process killed anywhere leaves a store with every key under one
+// kind or the other, never both, and meta at the old schema until the
+// end: the next Open picks up where this one stopped. A store several
+// schemas old goes through each conversion in turn.
 //
-// A value that does not decode is moved as it is, to be reported by Check
-// as it would have been before: the new encodings fail on the same bytes
-// (uvarints and zigzag varints alike).
-func (s *Store) convert(ctx context.Context, m meta, o Options) error {
-	mig, ok := migrations[m.Schema]
+// The conversion to schema 4 first records the day it starts in the meta
+// record, so that one resumed on a later day gives every key the same
+// day, and ends by rewriting the totals with their last day.
+//
+// A value that does not decode is moved behind undecodablePrefix, to be
+// reported by Check as it would have been before.
+func (s *Store) convert(ctx context.Context, m *meta, o Options) error {
+	migs, ok := migrations[m.Schema]
 	if !ok {
 		return fmt.Errorf("%w: schema %d, this build reads %d", ErrSchema, m.Schema, schemaVersion)
 	}
+	if m.Schema == 3 && m.Upgraded == 0 {
+		m.Upgraded = store.DayOf(time.Now())
+		if err := s.writeMetaRecord(*m); err != nil {
+			return fmt.Errorf("write meta record: %w", err)
+		}
+	}
 	start := time.Now()
-	s.log.Info("badgerstore: converting the store", "dir", s.dir, "from_schema", m.Schema, "keys", mig.what)
+	s.log.Info("badgerstore: converting the store", "dir", s.dir, "from_schema", m.Schema)
 	maxCount := s.db.MaxBatchCount() * s.txnShare / 100
 	maxSize := s.db.MaxBatchSize() * s.txnShare / 100
-	from := []byte{mig.from}
-	var moved, undecodable, txns int
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, bad, next, err := s.convertRun(mig, from, maxCount, maxSize, o.convertKeys)
-		if err != nil {
-			return fmt.Errorf("after %d %s: %w", moved, mig.what, err)
-		}
-		if n == 0 {
-			break
-		}
-		moved, undecodable, txns = moved+n, undecodable+bad, txns+1
-		if o.convertErr != nil {
-			if err := o.convertErr(txns); err != nil {
+	txns := 0
+	for _, mig := range migs {
+		from := []byte{mig.from}
+		var moved, undecodable int
+		for {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
+			n, bad, next, err := s.convertRun(mig, m.Upgraded, from, maxCount, maxSize, o.convertKeys)
+			if err != nil {
+				return fmt.Errorf("after %d %s: %w", moved, mig.what, err)
+			}
+			if n == 0 {
+				break
+			}
+			moved, undecodable, txns = moved+n, undecodable+bad, txns+1
+			if o.convertErr != nil {
+				if err := o.convertErr(txns); err != nil {
+					return err
+				}
+			}
+			from = next
 		}
-		from = next
+		s.log.Info("badgerstore: converted", "dir", s.dir, "to_schema", m.Schema+1, mig.what, moved)
+		if undecodable > 0 {
+			s.log.Warn("badgerstore: values that did not decode were moved behind a prefix that marks them so, their bytes kept; run a check", "dir", s.dir, mig.what, undecodable)
+		}
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{mig.from}})
-		it.Rewind()
-		left := it.Valid()
-		it.Close()
-		if left {
-			// Nothing else writes while Open runs; this would be a bug.
-			return fmt.Errorf("%w: %s of schema %d left after the conversion", store.ErrInconsistent, mig.what, m.Schema)
+	if m.Schema == 3 {
+		n, err := s.convertTotals(ctx, m.Upgraded, maxCount, maxSize)
+		if err != nil {
+			return fmt.Errorf("totals: %w", err)
 		}
-		v, err := encodeMeta(meta{Schema: m.Schema + 1, Classes: m.Classes})
+		s.log.Info("badgerstore: converted", "dir", s.dir, "to_schema", m.Schema+1, "totals", n)
+	}
+	next := meta{Schema: m.Schema + 1, Classes: m.Classes, Upgraded: m.Upgraded}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, mig := range migs {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{mig.from}})
+			it.Rewind()
+			left := it.Valid()
+			it.Close()
+			if left {
+				// Nothing else writes while Open runs; this would be a bug.
+				return fmt.Errorf("%w: %s of schema %d left after the conversion", store.ErrInconsistent, mig.what, m.Schema)
+			}
+		}
+		v, err := encodeMeta(next)
 		if err != nil {
 			return err
 		}
@@ -94,11 +143,73 @@ func (s *Store) convert(ctx context.Context, m meta, o Options) error {
 	if err != nil {
 		return fmt.Errorf("write meta record: %w", err)
 	}
-	s.log.Info("badgerstore: converted the store", "dir", s.dir, "to_schema", m.Schema+1, mig.what, moved, "took", time.Since(start).Round(time.Millisecond))
-	if undecodable > 0 {
-		s.log.Warn("badgerstore: values that did not decode were moved as they were; run a check", "dir", s.dir, mig.what, undecodable)
-	}
+	*m = next
+	s.log.Info("badgerstore: converted the store", "dir", s.dir, "to_schema", m.Schema, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// convertTotals gives every user's totals the day of the upgrade as their
+// last day, unless they have a later one, rewriting them in the encoding
+// of schema 4, in transactions of at most maxCount entries and maxSize
+// bytes; it returns how many it rewrote. Doing it again changes nothing,
+// so a conversion cut off in it just does it again.
+func (s *Store) convertTotals(ctx context.Context, day store.Day, maxCount, maxSize int64) (int, error) {
+	from := []byte{kindTotals}
+	n := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		var last []byte
+		var count, size int64
+		more, rewrote := false, 0
+		err := s.db.Update(func(txn *badger.Txn) error {
+			var keys, vals [][]byte
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindTotals}})
+			for it.Seek(from); it.Valid(); it.Next() {
+				item := it.Item()
+				var v []byte
+				err := item.Value(func(b []byte) error {
+					t, err := decodeTotals(b)
+					if err != nil {
+						return nil // left for Check to report
+					}
+					t.lastDay = max(t.lastDay, day)
+					v = appendTotals(nil, &t)
+					return nil
+				})
+				if err != nil {
+					it.Close()
+					return err
+				}
+				key := item.KeyCopy(nil)
+				cost := int64(len(key)+len(v)) + 2 + 10
+				if count+1 >= maxCount || size+cost >= maxSize {
+					more = true
+					break
+				}
+				count, size, last = count+1, size+cost, key
+				if v != nil {
+					keys, vals = append(keys, key), append(vals, v)
+				}
+			}
+			it.Close()
+			for i := range keys {
+				if err := txn.Set(keys[i], vals[i]); err != nil {
+					return err
+				}
+			}
+			rewrote = len(keys)
+			return nil
+		})
+		if err == nil {
+			n += rewrote
+		}
+		if err != nil || !more {
+			return n, err
+		}
+		from = append(last, 0)
+	}
 }
 
 // convertRun moves, in one transaction, the keys of mig's old kind from key
@@ -106,7 +217,7 @@ func (s *Store) convert(ctx context.Context, m meta, o Options) error {
 // as Badger's Txn.checkSize counts (or maxKeys keys, if not 0), and
 // returns how many it moved, how many of their values did not decode, and
 // the key the next run starts from.
-func (s *Store) convertRun(mig migration, from []byte, maxCount, maxSize int64, maxKeys int) (moved, bad int, next []byte, err error) {
+func (s *Store) convertRun(mig migration, upgraded store.Day, from []byte, maxCount, maxSize int64, maxKeys int) (moved, bad int, next []byte, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	// Keys and values stay referenced by txn until it ends; buf may move
@@ -124,10 +235,10 @@ func (s *Store) convertRun(mig migration, from []byte, maxCount, maxSize int64, 
 		start = len(buf)
 		undecodable := false
 		err = item.Value(func(v []byte) error {
-			recoded, ok := mig.recode(buf, v)
+			recoded, ok := mig.recode(buf, v, upgraded)
 			if !ok {
 				undecodable = true
-				recoded = append(buf, v...)
+				recoded = append(append(buf, undecodablePrefix...), v...)
 			}
 			buf = recoded
 			return nil

@@ -15,9 +15,9 @@ import (
 )
 
 // Dump reads user's model from one read-only transaction, so that it is a
-// consistent snapshot while Apply goes on: the header, then the token
-// rows in key order, which is ascending hash order, then the seen records
-// in digest order.
+// consistent snapshot while Apply and Prune go on: the header, with the
+// forgotten messages of the totals, then the token rows in key order,
+// which is ascending hash order, then the seen records in digest order.
 func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) error) (err error) {
 	defer s.recoverFault(&err, "dump")
 	if err := store.ValidUser(user); err != nil {
@@ -35,15 +35,31 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 	// Loaded after the snapshot was taken, so that it names every class
 	// the snapshot refers to.
 	classes := s.classes.Load().names
-	if err := fn(store.Record{Classes: slices.Clone(classes)}); err != nil {
+	head := store.Record{Classes: slices.Clone(classes)}
+	busy := s.isBusy(user)
+	if !busy {
+		tot, err := readTotals(txn, user)
+		if err != nil {
+			s.readFailed(ctx, err)
+			return fmt.Errorf("dump %q: totals: %w", user, err)
+		}
+		if len(tot.forgotten) > len(classes) {
+			return fmt.Errorf("dump %q: %w: forgotten messages of unknown classes", user, store.ErrInconsistent)
+		}
+		if slices.ContainsFunc(tot.forgotten, func(n uint64) bool { return n != 0 }) {
+			head.Forgotten = make([]uint64, len(classes))
+			copy(head.Forgotten, tot.forgotten)
+		}
+	}
+	if err := fn(head); err != nil {
 		return err
 	}
-	if s.isBusy(user) {
+	if busy {
 		return nil
 	}
 	var ferr error
 	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
-		row, err := decodeRow(nil, v)
+		row, day, err := decodeRow(nil, v)
 		if err == nil && len(row) > 2*len(classes) {
 			err = fmt.Errorf("%w: values of unknown classes", store.ErrInconsistent)
 		}
@@ -51,7 +67,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 			ferr = fmt.Errorf("dump %q: token key %x: %w", user, key, err)
 			return false
 		}
-		ferr = fn(store.Record{Hash: bow.Hash(binary.BigEndian.Uint64(key[len(key)-8:])), Counts: row})
+		ferr = fn(store.Record{Hash: bow.Hash(binary.BigEndian.Uint64(key[len(key)-8:])), Counts: row, Day: day})
 		return ferr == nil
 	})
 	if err == nil {
@@ -69,7 +85,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 			ferr = fmt.Errorf("dump %q: seen key %x: %w", user, key, err)
 			return false
 		}
-		r := store.Record{Class: classes[rec.class], Values: rec.values}
+		r := store.Record{Class: classes[rec.class], Values: rec.values, Day: rec.day, Mark: rec.mark}
 		copy(r.Digest[:], key[len(key)-len(r.Digest):])
 		for c := 0; 2*c+1 < len(rec.steps); c++ {
 			if rec.steps[2*c] != 0 || rec.steps[2*c+1] != 0 {
@@ -199,7 +215,9 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 // encoder turns the records of user's model, as Dump gives them, into the
 // store's keys and values, which it hands to set in key order within each
 // kind (token rows, seen records), and adds up the totals and the measures'
-// samples: writeSamples writes the samples, the caller the totals.
+// samples: writeSamples writes the samples, the caller the totals. The
+// totals' last day is the latest day of a row or a seen record, and their
+// messages the seen records and the header's forgotten messages.
 type encoder struct {
 	user string
 	set  func(key, val []byte) error
@@ -239,8 +257,17 @@ func (e *encoder) add(r store.Record) error {
 		for _, c := range r.Classes {
 			e.index = append(e.index, cl.index[c])
 		}
+		if len(r.Forgotten) > len(r.Classes) {
+			return fmt.Errorf("%w: forgotten messages of classes the header lacks", store.ErrInconsistent)
+		}
 		width := len(cl.names)
-		e.tot.messages, e.tot.tokens = make([]uint64, width), make([]uint64, width)
+		e.tot.messages, e.tot.tokens, e.tot.forgotten = make([]uint64, width), make([]uint64, width), make([]uint64, width)
+		// The messages are the seen records to come and those
+		// forgotten.
+		for c, n := range r.Forgotten {
+			e.tot.forgotten[e.index[c]] = n
+			e.tot.messages[e.index[c]] = n
+		}
 		if !e.sorted {
 			e.tokens, e.seen = make(map[bow.Hash]struct{}), make(map[store.Digest]struct{})
 		}
@@ -267,7 +294,8 @@ func (e *encoder) add(r store.Record) error {
 		if countsAny(row) {
 			e.tot.vocabulary++
 		}
-		e.buf = appendRow(e.buf[:0], row)
+		e.tot.lastDay = max(e.tot.lastDay, r.Day)
+		e.buf = appendRow(e.buf[:0], r.Day, row)
 		return e.set(slices.Clone(e.key), slices.Clone(e.buf))
 	case r.Class != "":
 		e.key = appendSeenKey(e.key[:0], e.user, r.Digest)
@@ -281,7 +309,7 @@ func (e *encoder) add(r store.Record) error {
 		if err != nil {
 			return err
 		}
-		rec := seenRec{class: cl.index[r.Class], values: r.Values}
+		rec := seenRec{class: cl.index[r.Class], values: r.Values, day: r.Day, mark: r.Mark}
 		for _, st := range r.Steps {
 			c := cl.index[st.Class]
 			if need := 2 * (c + 1); len(rec.steps) < need {
@@ -293,6 +321,7 @@ func (e *encoder) add(r store.Record) error {
 			e.tot.messages, e.tot.tokens = append(e.tot.messages, 0), append(e.tot.tokens, 0)
 		}
 		e.tot.messages[rec.class]++
+		e.tot.lastDay = max(e.tot.lastDay, rec.day)
 		e.samples.Add(rec.class, rec.values, 1)
 		return e.set(slices.Clone(e.key), appendSeen(nil, rec))
 	default:
@@ -385,7 +414,7 @@ func (s *Store) registerNames(names []string) (*classList, error) {
 func (s *Store) hasModel(user string) (bool, error) {
 	found := false
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindSample} {
+		for _, kind := range userKinds {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
 			it.Rewind()
 			found = found || it.Valid()
@@ -445,8 +474,11 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (err error) {
 // Badger's DropPrefix holds writes back while it runs, which Apply,
 // waiting for wmu, does anyway.
 func (s *Store) dropUser(user string) error {
-	if err := s.db.DropPrefix(userPrefix(kindTotals, user), userPrefix(kindToken, user), userPrefix(kindSeen, user),
-		userPrefix(kindSample, user), userPrefix(kindTokenV1, user), userPrefix(kindSeenV2, user)); err != nil {
+	var prefixes [][]byte
+	for _, kind := range slices.Concat(userKinds, oldKinds) {
+		prefixes = append(prefixes, userPrefix(kind, user))
+	}
+	if err := s.db.DropPrefix(prefixes...); err != nil {
 		return err
 	}
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(userPrefix(kindBusy, user)) })

@@ -836,7 +836,7 @@ func TestFaultStalledCommitSimulated(t *testing.T) {
 // the half-written model must stay hidden (no model of the user), a
 // delete must be refused without touching the other user, and once space
 // is back the store must drop what was half written by itself, after
-// which the restore succeeds.
+// which the restore succeeds. A prune is refused like the delete.
 func TestFaultDiskFullDuringRestore(t *testing.T) {
 	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
 	dir := filepath.Join(mnt, "store")
@@ -880,6 +880,9 @@ func TestFaultDiskFullDuringRestore(t *testing.T) {
 	}
 	if err := s.DeleteUser(ctx, "u"); !errors.Is(err, store.ErrReadOnly) {
 		t.Errorf("DeleteUser below the reserve: %v, want store.ErrReadOnly", err)
+	}
+	if res, err := s.Prune(ctx, "u", store.PruneRule{MaxTokens: 1, SeenBefore: 1 << 30}); !errors.Is(err, store.ErrReadOnly) || res != (store.PruneResult{}) {
+		t.Errorf("Prune below the reserve: %+v, %v; want store.ErrReadOnly", res, err)
 	}
 	readsAnswer(t, s, "u", l)
 

@@ -450,11 +450,7 @@ func (s *Store) probeWrite() (err error) {
 			err = fmt.Errorf("a write panicked: %v", r)
 		}
 	}()
-	v, err := encodeMeta(meta{Schema: schemaVersion, Classes: s.classes.Load().names})
-	if err != nil {
-		return err
-	}
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) })
+	return s.writeMetaRecord(s.metaRecord(s.classes.Load().names))
 }
 
 // monitor looks at the directory every CheckInterval, recovers from what

@@ -18,8 +18,8 @@ import (
 const (
 	kindMeta   = 'm' // "m": the store's schema version and class list (JSON)
 	kindTotals = 'u' // "u" user 0x00: the user's totals (appendTotals)
-	kindToken  = 'r' // "r" user 0x00 hash(8, big-endian): a token's row (appendRow)
-	kindSeen   = 'S' // "S" user 0x00 digest(32): class index, steps and values (appendSeen)
+	kindToken  = 'T' // "T" user 0x00 hash(8, big-endian): a token's day and row (appendRow)
+	kindSeen   = 'M' // "M" user 0x00 digest(32): a message's class, day, steps, values and mark (appendSeen)
 	// kindSample holds a measure's sample in a class: "h" user 0x00
 	// measure(1) class index (uvarint) → appendSample.
 	kindSample = 'h'
@@ -29,21 +29,59 @@ const (
 	// none.
 	kindBusy = 'x'
 	// kindTokenV1 held a token's counts in schema 1 (decodeCountsV1).
-	// Only converting a schema-1 store and Check still read it; a value
-	// of either schema is found under its own kind only, so the two can
-	// never be mistaken for each other.
+	// Only converting a store of an older schema and Check still read
+	// the kinds of older schemas; a value of any schema is found under
+	// its own kind only, so that two can never be mistaken for each
+	// other.
 	kindTokenV1 = 't'
 	// kindSeenV2 held seen records in schemas 1 and 2, class and steps
-	// (decodeSeenV2), read as kindTokenV1 is.
+	// (decodeSeenV2).
 	kindSeenV2 = 's'
+	// kindTokenV3 held token rows without a day in schemas 2 and 3
+	// (decodeRowV3).
+	kindTokenV3 = 'r'
+	// kindSeenV3 held seen records without a day or a mark in schema 3
+	// (decodeSeenV3).
+	kindSeenV3 = 'S'
+)
+
+// userKinds are the kinds of key a user's model is made of in this
+// schema, and oldKinds those that only a conversion cut off may leave.
+var (
+	userKinds = []byte{kindTotals, kindToken, kindSeen, kindSample}
+	oldKinds  = []byte{kindTokenV1, kindSeenV2, kindTokenV3, kindSeenV3}
 )
 
 // schemaVersion is written into the meta key. Bump it on any change of
 // key layout or value encoding, and teach Open to convert older stores.
 // Schema 2 added the weights to the token rows and the steps to the seen
 // records; schema 3 the measures' values to the seen records, under a
-// kind of their own, and the samples.
-const schemaVersion = 3
+// kind of their own, and the samples; schema 4 the day each token was
+// last trained on to its row, the day and the mark to the seen records,
+// and the last day and the forgotten messages to the totals.
+const schemaVersion = 4
+
+// dayEpoch is the day the days in rows and seen records are counted
+// from, as zigzag varints: 2025-01-01, so that every day from 2003 to
+// 2047 takes two bytes, where a day counted from 1970 takes three.
+const dayEpoch store.Day = 20089
+
+func appendDay(dst []byte, d store.Day) []byte {
+	return binary.AppendVarint(dst, int64(d)-int64(dayEpoch))
+}
+
+// decodeDay decodes a day from the start of b and returns the rest.
+func decodeDay(b []byte) (store.Day, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, errCorrupt
+	}
+	d := v + int64(dayEpoch)
+	if d < 0 || d > math.MaxUint32 {
+		return 0, nil, fmt.Errorf("%w: day %d out of range", errCorrupt, d)
+	}
+	return store.Day(d), b[n:], nil
+}
 
 var metaKey = []byte{kindMeta}
 
@@ -152,12 +190,30 @@ func decodeSample(b []byte) (store.Sample, error) {
 // store.ErrInconsistent, which is what a caller can act on (run Check).
 var errCorrupt = fmt.Errorf("%w: undecodable value", store.ErrInconsistent)
 
-// appendRow appends one token's row, laid out as store.Counts (a count
-// and a weight per class index), trailing zeros dropped: counts as
-// uvarints, weights zigzag-encoded, since they are as often negative. A
-// token of a two-class model seen a few times, with small weights, takes
-// four to eight bytes.
-func appendRow(dst []byte, row []uint64) []byte {
+// appendRow appends one token's row of schema 4: the day it was last
+// trained on (appendDay), then its values as appendRowV3 lays them out.
+// A token of a two-class model seen a few times, with small weights,
+// takes six to ten bytes.
+func appendRow(dst []byte, day store.Day, row []uint64) []byte {
+	return appendRowV3(appendDay(dst, day), row)
+}
+
+// decodeRow appends the row of schema 4 encoded in b to dst, and returns
+// its day.
+func decodeRow(dst []uint64, b []byte) ([]uint64, store.Day, error) {
+	day, b, err := decodeDay(b)
+	if err != nil {
+		return dst, 0, err
+	}
+	dst, err = decodeRowV3(dst, b)
+	return dst, day, err
+}
+
+// appendRowV3 appends a token's values, a row of schemas 2 and 3, laid
+// out as store.Counts (a count and a weight per class index), trailing
+// zeros dropped: counts as uvarints, weights zigzag-encoded, since they
+// are as often negative.
+func appendRowV3(dst []byte, row []uint64) []byte {
 	n := len(row)
 	for n > 0 && row[n-1] == 0 {
 		n--
@@ -172,9 +228,9 @@ func appendRow(dst []byte, row []uint64) []byte {
 	return dst
 }
 
-// decodeRow appends the row encoded in b to dst. What it appends may be
-// shorter than the class list; the rest is zero.
-func decodeRow(dst []uint64, b []byte) ([]uint64, error) {
+// decodeRowV3 appends the values encoded in b by appendRowV3 to dst.
+// What it appends may be shorter than the class list; the rest is zero.
+func decodeRowV3(dst []uint64, b []byte) ([]uint64, error) {
 	for i := 0; len(b) > 0; i++ {
 		var v uint64
 		var n int
@@ -212,15 +268,20 @@ func decodeCountsV1(dst []uint64, b []byte) ([]uint64, error) {
 // totals is a user's totals as stored, read once per Apply and cached for
 // readers: the totals key and, beside it, the samples' keys.
 type totals struct {
-	messages   []uint64 // per class
+	messages   []uint64 // per class, forgotten included
 	tokens     []uint64 // per class
+	forgotten  []uint64 // per class: messages whose seen records Prune deleted
 	vocabulary uint64
-	samples    store.Samples // shared, never modified
+	// lastDay is the latest day trained on, which no row's day and no
+	// seen record's is after: Apply relies on it to know a row's new day
+	// without reading its old one.
+	lastDay store.Day
+	samples store.Samples // shared, never modified
 }
 
 // bytes returns about what t takes in memory.
 func (t *totals) bytes() int {
-	n := 96 + 8*(len(t.messages)+len(t.tokens))
+	n := 104 + 8*(len(t.messages)+len(t.tokens)+len(t.forgotten))
 	for _, byClass := range t.samples {
 		n += 24
 		for _, s := range byClass {
@@ -230,15 +291,22 @@ func (t *totals) bytes() int {
 	return n
 }
 
-// appendTotals appends t as uvarints: vocabulary, number of classes n, then
-// n pairs of message and token totals.
+// appendTotals appends t as uvarints: vocabulary, number of classes n, n
+// pairs of message and token totals, then the last day and n forgotten
+// messages. The last two are schema 4's: decodeTotals reads totals
+// without them as a schema-3 store wrote them, which the conversion to
+// schema 4 rewrites in place.
 func appendTotals(dst []byte, t *totals) []byte {
-	n := max(len(t.messages), len(t.tokens))
+	n := max(len(t.messages), len(t.tokens), len(t.forgotten))
 	dst = binary.AppendUvarint(dst, t.vocabulary)
 	dst = binary.AppendUvarint(dst, uint64(n))
 	for i := range n {
 		dst = binary.AppendUvarint(dst, at(t.messages, i))
 		dst = binary.AppendUvarint(dst, at(t.tokens, i))
+	}
+	dst = binary.AppendUvarint(dst, uint64(t.lastDay))
+	for i := range n {
+		dst = binary.AppendUvarint(dst, at(t.forgotten, i))
 	}
 	return dst
 }
@@ -271,6 +339,22 @@ func decodeTotals(b []byte) (totals, error) {
 			*dst, b = v, b[k:]
 		}
 	}
+	if len(b) == 0 {
+		return t, nil // schema 3's
+	}
+	d, k := binary.Uvarint(b)
+	if k <= 0 || d > math.MaxUint32 {
+		return totals{}, errCorrupt
+	}
+	t.lastDay, b = store.Day(d), b[k:]
+	t.forgotten = make([]uint64, n)
+	for i := range n {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return totals{}, errCorrupt
+		}
+		t.forgotten[i], b = v, b[k:]
+	}
 	if len(b) != 0 {
 		return totals{}, errCorrupt
 	}
@@ -279,39 +363,61 @@ func decodeTotals(b []byte) (totals, error) {
 
 // seenRec is a seen record: the index of the class a message is trained
 // as, -1 for none, the steps its training added, a head and a body step
-// per class index, trailing zero pairs dropped, and its values. Its steps
-// and values are never modified once made, so records may share them.
+// per class index, trailing zero pairs dropped, its values, the day it
+// was trained on and its mark (store.Op.Mark). Its steps and values are
+// never modified once made, so records may share them.
 type seenRec struct {
 	class  int
 	steps  []int64
 	values []store.Value
+	day    store.Day
+	mark   uint64
 }
 
 func (r seenRec) equal(o seenRec) bool {
-	return r.class == o.class && slices.Equal(r.steps, o.steps) && slices.Equal(r.values, o.values)
+	return r.class == o.class && slices.Equal(r.steps, o.steps) && slices.Equal(r.values, o.values) && r.day == o.day && r.mark == o.mark
 }
 
-// appendSeen appends a seen record of schema 3: the class index and the
-// number of steps as uvarints, the steps as zigzag varints, then each
-// value's measure and level as uvarints.
+// appendSeen appends a seen record of schema 4: the class index as a
+// uvarint, the day (appendDay), the number of steps as a uvarint, the
+// steps as zigzag varints, the number of values as a uvarint and each
+// value's measure and level as uvarints, then the mark as 8 bytes
+// big-endian, or nothing for a mark of 0.
 func appendSeen(dst []byte, r seenRec) []byte {
 	dst = binary.AppendUvarint(dst, uint64(r.class))
-	n := len(r.steps) &^ 1
-	for n > 0 && r.steps[n-1] == 0 && r.steps[n-2] == 0 {
+	dst = appendDay(dst, r.day)
+	dst = appendSteps(dst, r.steps)
+	dst = binary.AppendUvarint(dst, uint64(len(r.values)))
+	dst = appendValues(dst, r.values)
+	if r.mark != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, r.mark)
+	}
+	return dst
+}
+
+// appendSteps appends the number of steps, trailing zero pairs dropped,
+// as a uvarint and the steps as zigzag varints.
+func appendSteps(dst []byte, steps []int64) []byte {
+	n := len(steps) &^ 1
+	for n > 0 && steps[n-1] == 0 && steps[n-2] == 0 {
 		n -= 2
 	}
 	dst = binary.AppendUvarint(dst, uint64(n))
-	for _, s := range r.steps[:n] {
+	for _, s := range steps[:n] {
 		dst = binary.AppendVarint(dst, s)
 	}
-	for _, v := range r.values {
+	return dst
+}
+
+func appendValues(dst []byte, vs []store.Value) []byte {
+	for _, v := range vs {
 		dst = binary.AppendUvarint(dst, uint64(v.Measure))
 		dst = binary.AppendUvarint(dst, uint64(v.Level))
 	}
 	return dst
 }
 
-// decodeSeen decodes a seen record of schema 3, appending its steps to
+// decodeSeen decodes a seen record of schema 4, appending its steps to
 // steps; the caller checks the class index and the number of steps
 // against its class list. Its values must be valid ones.
 func decodeSeen(b []byte, steps []int64) (seenRec, error) {
@@ -319,40 +425,104 @@ func decodeSeen(b []byte, steps []int64) (seenRec, error) {
 	if n <= 0 || c > math.MaxInt32 {
 		return seenRec{}, errCorrupt
 	}
-	b = b[n:]
+	day, b, err := decodeDay(b[n:])
+	if err != nil {
+		return seenRec{}, err
+	}
+	r := seenRec{class: int(c), day: day}
+	if r.steps, b, err = decodeSteps(b, steps); err != nil {
+		return seenRec{}, err
+	}
+	nv, n := binary.Uvarint(b)
+	// A value takes at least two bytes.
+	if n <= 0 || nv > uint64(len(b)/2) {
+		return seenRec{}, errCorrupt
+	}
+	if r.values, b, err = decodeValues(b[n:], int(nv)); err != nil {
+		return seenRec{}, err
+	}
+	switch len(b) {
+	case 0:
+	case 8:
+		r.mark = binary.BigEndian.Uint64(b)
+		if r.mark == 0 {
+			return seenRec{}, fmt.Errorf("%w: a mark of 0 written out", errCorrupt)
+		}
+	default:
+		return seenRec{}, fmt.Errorf("%w: %d bytes after the values", errCorrupt, len(b))
+	}
+	return r, nil
+}
+
+// decodeSteps decodes what appendSteps appended, appending the steps to
+// steps, and returns them and the rest of b.
+func decodeSteps(b []byte, steps []int64) ([]int64, []byte, error) {
 	ns, n := binary.Uvarint(b)
 	if n <= 0 || ns%2 != 0 || ns > uint64(len(b)) {
-		return seenRec{}, errCorrupt
+		return nil, nil, errCorrupt
 	}
 	b = b[n:]
 	start := len(steps)
 	for range ns {
 		s, n := binary.Varint(b)
 		if n <= 0 {
-			return seenRec{}, errCorrupt
+			return nil, nil, errCorrupt
 		}
 		steps = append(steps, s)
 		b = b[n:]
 	}
-	r := seenRec{class: int(c)}
-	if len(steps) > start {
-		r.steps = steps[start:len(steps):len(steps)]
+	if len(steps) == start {
+		return nil, b, nil
 	}
-	for len(b) > 0 {
+	return steps[start:len(steps):len(steps)], b, nil
+}
+
+// decodeValues decodes n values (all of b if n < 0), which must be valid
+// ones, and returns them and the rest of b.
+func decodeValues(b []byte, n int) ([]store.Value, []byte, error) {
+	var vs []store.Value
+	for i := 0; n < 0 && len(b) > 0 || i < n; i++ {
 		m, k := binary.Uvarint(b)
 		if k <= 0 {
-			return seenRec{}, errCorrupt
+			return nil, nil, errCorrupt
 		}
 		b = b[k:]
 		l, k := binary.Uvarint(b)
 		if k <= 0 || m >= store.MaxMeasures || l >= store.MaxLevels {
-			return seenRec{}, errCorrupt
+			return nil, nil, errCorrupt
 		}
 		b = b[k:]
-		r.values = append(r.values, store.Value{Measure: uint8(m), Level: uint16(l)})
+		vs = append(vs, store.Value{Measure: uint8(m), Level: uint16(l)})
 	}
-	if err := store.ValidValues(r.values); err != nil {
-		return seenRec{}, fmt.Errorf("%w: %w", errCorrupt, err)
+	if err := store.ValidValues(vs); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errCorrupt, err)
+	}
+	return vs, b, nil
+}
+
+// appendSeenV3 appends a seen record of schema 3: the class index, the
+// steps as appendSteps appends them, then each value's measure and level
+// as uvarints. Only tests write one now, as an older build did.
+func appendSeenV3(dst []byte, r seenRec) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.class))
+	dst = appendSteps(dst, r.steps)
+	return appendValues(dst, r.values)
+}
+
+// decodeSeenV3 decodes a seen record of schema 3, appending its steps to
+// steps. It has no day and no mark.
+func decodeSeenV3(b []byte, steps []int64) (seenRec, error) {
+	c, n := binary.Uvarint(b)
+	if n <= 0 || c > math.MaxInt32 {
+		return seenRec{}, errCorrupt
+	}
+	r := seenRec{class: int(c)}
+	var err error
+	if r.steps, b, err = decodeSteps(b[n:], steps); err != nil {
+		return seenRec{}, err
+	}
+	if r.values, _, err = decodeValues(b, -1); err != nil {
+		return seenRec{}, err
 	}
 	return r, nil
 }
@@ -390,6 +560,11 @@ func decodeSeenV2(b []byte, steps []int64) (seenRec, error) {
 type meta struct {
 	Schema  int      `json:"schema"`
 	Classes []string `json:"classes"`
+	// Upgraded is the day the store was converted to schema 4, which the
+	// rows and seen records written before, without a day, were given;
+	// 0 for a store made in schema 4. A conversion cut off and resumed on
+	// a later day goes on with the day it started with.
+	Upgraded store.Day `json:"upgraded,omitempty"`
 }
 
 func encodeMeta(m meta) ([]byte, error) {

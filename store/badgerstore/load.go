@@ -113,9 +113,9 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 // stream drops everything in the database and writes users' models of src
 // into it through a StreamWriter, with their totals. It writes one stream,
 // whose keys must ascend, kind by kind: every user's seen records, then
-// every user's samples (which the seen records' values add up to), then
-// every user's token rows, then every user's totals, reading each model
-// twice. A stream of its own for each would cost a table builder each,
+// every user's token rows, then every user's samples (which the seen
+// records' values add up to), then every user's totals, reading each
+// model twice. A stream of its own for each would cost a table builder each,
 // which Badger sizes for its largest tables: 128 MiB of buffer.
 func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl *classList) error {
 	sw := s.db.NewStreamWriter()
@@ -156,8 +156,8 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 	for i, u := range users {
 		encs[i] = &encoder{user: u, names: lookup, sorted: true, set: put}
 	}
-	// The first pass writes the seen records, then the samples, the
-	// second the rows; the header goes to each encoder once, first.
+	// The first pass writes the seen records, the second the rows, and
+	// then come the samples; the header goes to each encoder once, first.
 	for pass := range 2 {
 		for i, u := range users {
 			n := 0
@@ -179,7 +179,7 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 				return fmt.Errorf("model %q: %w", u, err)
 			}
 		}
-		if pass == 0 {
+		if pass == 1 {
 			for i, u := range users {
 				if err := encs[i].writeSamples(); err != nil {
 					return fmt.Errorf("model %q: %w", u, err)
@@ -205,11 +205,7 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 // writeMeta writes the schema version and classes cl and makes cl the
 // store's class list.
 func (s *Store) writeMeta(cl *classList) error {
-	v, err := encodeMeta(meta{Schema: schemaVersion, Classes: cl.names})
-	if err != nil {
-		return err
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey, v) }); err != nil {
+	if err := s.writeMetaRecord(s.metaRecord(cl.names)); err != nil {
 		return err
 	}
 	s.classes.Store(cl)
@@ -265,7 +261,7 @@ func (s *Store) finishLoad() error {
 func (s *Store) hasAnyModel() (bool, error) {
 	found := false
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindTotals, kindToken, kindSeen, kindSample, kindBusy, kindTokenV1, kindSeenV2} {
+		for _, kind := range slices.Concat(userKinds, oldKinds, []byte{kindBusy}) {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
 			it.Rewind()
 			found = found || it.Valid()

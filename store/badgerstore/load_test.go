@@ -19,7 +19,9 @@ import (
 )
 
 // memoryModel trains a memory store with users' models: messages of
-// three classes with steps, a relabel and a forget each.
+// three classes with steps, days and marks, a relabel and a forget each,
+// and prunes the seen records of the first days, which leaves forgotten
+// messages in the totals.
 func memoryModel(t testing.TB, users []string, messages int, seed uint64) *store.Memory {
 	t.Helper()
 	m := store.NewMemory()
@@ -35,12 +37,22 @@ func memoryModel(t testing.TB, users []string, messages int, seed uint64) *store
 					body[h] = n
 				}
 			}
-			ops = append(ops, storetest.TrainSteps(fmt.Sprint(u, i), []string{"spam", "ham", "news"}[i%3], head, body,
-				store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: rng.Int64N(2000) - 1000}))
+			op := storetest.TrainSteps(fmt.Sprint(u, i), []string{"spam", "ham", "news"}[i%3], head, body,
+				store.Step{Class: "spam", Head: rng.Int64N(2000) - 1000, Body: rng.Int64N(2000) - 1000})
+			// Not in order of day, and some without a mark.
+			op.Day = store.Day(20000 + rng.IntN(30))
+			if rng.IntN(4) > 0 {
+				op.Mark = rng.Uint64()
+			}
+			ops = append(ops, op)
 		}
 		relabel, forget := ops[3], ops[4]
-		relabel.Class, forget.Class = "spam", ""
+		relabel.Class, forget.Class = "ham", "" // ops[3] is spam
+		relabel.Day = 20031
 		if _, err := m.Apply(context.Background(), u, append(ops, relabel, forget)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Prune(context.Background(), u, store.PruneRule{SeenBefore: 20003}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,6 +109,13 @@ func TestLoad(t *testing.T) {
 		}
 		if err := s.Check(ctx, u); err != nil {
 			t.Error(err)
+		}
+		// The totals the load added up are those training kept.
+		got, _ := s.Totals(ctx, u)
+		want, _ := src.Totals(ctx, u)
+		if fmt.Sprint(got.Messages, got.Tokens, got.Vocabulary, got.Forgotten, got.LastDay) != fmt.Sprint(want.Messages, want.Tokens, want.Vocabulary, want.Forgotten, want.LastDay) ||
+			len(want.Forgotten) == 0 || want.LastDay != 20031 {
+			t.Errorf("model %q: totals after the load %+v, trained %+v", u, got, want)
 		}
 	}
 	got, err := s.Lookup(ctx, "alice", probe)
