@@ -1058,6 +1058,51 @@ func (s *Store) Size() (lsm, vlog int64) {
 	return lsm, vlog
 }
 
+// UserSize returns the bytes of user's keys and values as stored: the sum
+// of their lengths over the user's key range, read in one read-only
+// transaction. It is the model's size before compression (which the store
+// does not use) and without what Badger adds to each key (a version and
+// its share of the tables' indexes and filters, some 20 bytes a key), so
+// it is an estimate of the model's share of the store's files, not what
+// deleting it would free at once. A model being restored or deleted,
+// which readers do not see, has size 0.
+func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) {
+	defer s.recoverFault(&err, "user size")
+	if err := store.ValidUser(user); err != nil {
+		return 0, fmt.Errorf("user size: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return 0, fmt.Errorf("user size: %w", err)
+	}
+	defer s.life.RUnlock()
+	if s.isBusy(user) {
+		return 0, nil
+	}
+	if err := s.usable(); err != nil {
+		return 0, fmt.Errorf("user size %q: %w", user, err)
+	}
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	var size int64
+	n := 0
+	for _, kind := range userKinds {
+		// Keys only: ValueSize needs no value read.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					it.Close()
+					return 0, fmt.Errorf("user size %q: %w", user, err)
+				}
+			}
+			item := it.Item()
+			size += int64(len(item.Key())) + item.ValueSize()
+		}
+		it.Close()
+	}
+	return size, nil
+}
+
 // onDisk returns the bytes fi occupies on disk: its allocated blocks where
 // the system reports them, else its length.
 func onDisk(fi os.FileInfo) int64 {

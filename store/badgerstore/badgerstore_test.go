@@ -837,3 +837,73 @@ func hashesOf(ops []store.Op) []bow.Hash {
 	}
 	return slices.Sorted(maps.Keys(set))
 }
+
+// TestUserSize checks that a model's size is the bytes of its keys and
+// values, and only its own.
+func TestUserSize(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), Options{})
+	defer s.Close()
+	size := func(user string) int64 {
+		t.Helper()
+		n, err := s.UserSize(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := size("alice"); n != 0 {
+		t.Errorf("size of no model: %d", n)
+	}
+	train(t, s, "alice", storetest.TrainOn("m", "spam", dayEpoch, 0, map[bow.Hash]uint32{1: 1}))
+	// "ualice\0" and the totals (vocabulary, classes, messages, tokens,
+	// a day of three bytes, forgotten); "Talice\0" and a hash, and the
+	// day and count; "Malice\0" and a digest, and the class, day, steps
+	// and values.
+	if got, want := size("alice"), int64(7+8+15+2+39+4); got != want {
+		t.Errorf("size of a model of one token and one message: %d, want %d", got, want)
+	}
+	m := storetest.TrainValues("m2", "ham", map[bow.Hash]uint32{1: 2, 2: 1}, store.Value{Measure: 3, Level: 700})
+	m.Mark = 77
+	train(t, s, "alice", m)
+	train(t, s, "al", storetest.Train("m", "spam", map[bow.Hash]uint32{5: 1}))
+	train(t, s, "", storetest.Train("m", "spam", map[bow.Hash]uint32{5: 1}))
+	// What the keys of each user add up to, counted over all of them.
+	want := map[string]int64{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if k[0] == kindMeta {
+				continue
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			want[string(k[1:bytes.IndexByte(k, 0)])] += int64(len(k) + len(v))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "al", ""} {
+		if got := size(u); got != want[u] || got == 0 {
+			t.Errorf("size of %q: %d, want %d", u, got, want[u])
+		}
+	}
+	if err := s.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got := size("alice"); got != 0 {
+		t.Errorf("size of a deleted model: %d", got)
+	}
+	if got := size("al"); got != want["al"] {
+		t.Errorf("size of %q after deleting another: %d, want %d", "al", got, want["al"])
+	}
+	if _, err := s.UserSize(ctx, "../al"); !errors.Is(err, store.ErrInvalidUser) {
+		t.Errorf("UserSize of an invalid user: %v", err)
+	}
+}
