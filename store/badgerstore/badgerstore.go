@@ -64,9 +64,10 @@
 // of schema 3 get the day of the upgrade, which the meta record keeps
 // from the start of the conversion, so that a prune by age the day after
 // takes nothing for ancient; seen records get no mark, and the totals
-// that day as their last day. Converting a store costs a rewrite of each
-// of its keys, some seconds a million. A build that reads an older schema
-// only refuses a converted store.
+// that day as their last day. Converting rewrites every key: the model of
+// the SpamAssassin corpus, 636,000 keys, took 5 seconds, and the store
+// 2.6 times its size until compacted (Compact, spamtrain compact). A
+// build that reads an older schema only refuses a converted store.
 //
 // # Atomicity and durability
 //
