@@ -85,24 +85,31 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 		}
 	}
 	p.plan = rule.Plan(&census)
+	var perr error
 	if rule.Tokens() {
 		if err := p.pass(ctx, snap, kindToken); err != nil {
-			return p.result(), fmt.Errorf("prune %q: tokens: %w", user, err)
+			perr = fmt.Errorf("prune %q: tokens: %w", user, err)
 		}
 	}
-	if rule.SeenBefore != 0 {
+	if rule.SeenBefore != 0 && perr == nil {
 		if err := p.pass(ctx, snap, kindSeen); err != nil {
-			return p.result(), fmt.Errorf("prune %q: seen records: %w", user, err)
+			perr = fmt.Errorf("prune %q: seen records: %w", user, err)
 		}
 	}
-	res = p.result()
-	if err := s.db.View(func(txn *badger.Txn) error {
+	// What was deleted is gone whole, even when the prune stopped early:
+	// the vocabulary says what is left.
+	res = store.PruneResult{Tokens: p.tokens, Seen: p.seen}
+	err = s.db.View(func(txn *badger.Txn) error {
 		t, err := readTotals(txn, user)
 		if err == nil {
 			res.Vocabulary = t.vocabulary
 		}
 		return err
-	}); err != nil {
+	})
+	if perr != nil {
+		return res, perr
+	}
+	if err != nil {
 		s.readFailed(ctx, err)
 		return res, fmt.Errorf("prune %q: totals: %w", user, err)
 	}
@@ -122,11 +129,6 @@ type pruner struct {
 	txns         int
 	tokens, seen uint64
 	row          []uint64 // scratch
-}
-
-// result returns what the transactions committed deleted.
-func (p *pruner) result() store.PruneResult {
-	return store.PruneResult{Tokens: p.tokens, Seen: p.seen}
 }
 
 // errModelGone stops a prune whose model a restore or a delete hides.

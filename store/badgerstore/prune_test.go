@@ -90,7 +90,7 @@ func TestPruneBatches(t *testing.T) {
 		}
 	}
 	first, err := s2.Prune(ctx, "u", rule)
-	if !errors.Is(err, context.Canceled) || first.Tokens == 0 || first.Tokens >= want.Tokens || first.Seen != 0 {
+	if !errors.Is(err, context.Canceled) || first.Tokens == 0 || first.Tokens >= want.Tokens || first.Seen != 0 || first.Vocabulary != rows-first.Tokens {
 		t.Fatalf("Prune canceled after a transaction = %+v, %v", first, err)
 	}
 	if err := s2.Check(context.Background(), "u"); err != nil {
