@@ -384,7 +384,11 @@ func newClassList(names []string) *classList {
 	return l
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store          = (*Store)(nil)
+	_ store.Sizer          = (*Store)(nil)
+	_ store.HealthReporter = (*Store)(nil)
+)
 
 // Open opens the store in dir, creating it if needed, and starts the
 // value-log garbage collector and the watch over the directory. Close
