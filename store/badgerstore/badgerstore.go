@@ -1066,11 +1066,12 @@ func (s *Store) Size() (lsm, vlog int64) {
 // UserSize returns the bytes of user's keys and values as stored: the sum
 // of their lengths over the user's key range, read in one read-only
 // transaction. It is the model's size before compression (which the store
-// does not use) and without what Badger adds to each key (a version and
-// its share of the tables' indexes and filters, some 20 bytes a key), so
-// it is an estimate of the model's share of the store's files, not what
-// deleting it would free at once. A model being restored or deleted,
-// which readers do not see, has size 0.
+// does not use) and without what Badger adds to each key, a version and a
+// share of the tables' indexes and filters: the tables of the SpamAssassin
+// corpus's model took 17 bytes a key more, twice what UserSize counts. So
+// it is an estimate of the model's share of the store's files, not of
+// what deleting it would free. A model being restored or deleted, which
+// readers do not see, has size 0.
 func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) {
 	defer s.recoverFault(&err, "user size")
 	if err := store.ValidUser(user); err != nil {
