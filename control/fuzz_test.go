@@ -231,7 +231,7 @@ func FuzzRequest(f *testing.F) {
 		status := w.Code
 		if status == 200 && w.Header().Get("Content-Type") == "text/plain; charset=utf-8" {
 			// A dump, streamed.
-			if r.URL.Path != "/v1/admin/dump" || !bytes.HasPrefix(w.Body.Bytes(), []byte("spamd-dump 2\n")) {
+			if r.URL.Path != "/v1/admin/dump" || !bytes.HasPrefix(w.Body.Bytes(), []byte("spamd-dump 3\n")) {
 				t.Fatalf("text for %q: %q", raw, w.Body.Bytes())
 			}
 			return

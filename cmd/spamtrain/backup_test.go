@@ -146,7 +146,7 @@ func TestMigrateToRedis(t *testing.T) {
 		t.Error("the Redis model classifies otherwise")
 	}
 	mustRun(t, "", "delete-user", "--redis", srv.Addr, "--global", "alice@example.org")
-	if got := mustRun(t, "", "dump", "--redis", srv.Addr); got != "spamd-dump 2\n" {
+	if got := mustRun(t, "", "dump", "--redis", srv.Addr); got != "spamd-dump 3\n" {
 		t.Errorf("after deleting every model the dump is %.200q", got)
 	}
 }
@@ -178,10 +178,10 @@ func TestMaintenanceThroughDaemon(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "model.dump")
 	mustRun(t, "", "dump", "--api", api, "-o", file)
 	first := mustRun(t, "", "dump", "--api", api)
-	if !strings.HasPrefix(first, "spamd-dump 2\nuser\n") || !strings.Contains(first, "\nuser alice@example.org\n") {
+	if !strings.HasPrefix(first, "spamd-dump 3\nuser\n") || !strings.Contains(first, "\nuser alice@example.org\n") {
 		t.Fatalf("the dump through the daemon starts %.60q", first)
 	}
-	if alice := mustRun(t, "", "dump", "--api", api, "--user", "alice@example.org"); strings.Contains(alice, "\nuser\n") || !strings.Contains(first, strings.TrimPrefix(alice, "spamd-dump 2\n")) {
+	if alice := mustRun(t, "", "dump", "--api", api, "--user", "alice@example.org"); strings.Contains(alice, "\nuser\n") || !strings.Contains(first, strings.TrimPrefix(alice, "spamd-dump 3\n")) {
 		t.Error("the dump of one user is not that user's section of the whole")
 	}
 

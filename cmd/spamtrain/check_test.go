@@ -99,7 +99,7 @@ func TestCheckFindsATwiceTrainedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, where := range [][]string{{"--db", filepath.Join(t.TempDir(), "db")}, {"--api", "unix:" + d.sock}} {
-		mustRun(t, "", append([]string{"restore", file}, where...)...)
+		mustRun(t, "", append(append([]string{"restore"}, where...), file)...)
 		code, out, _ := spamtrain(t, "", append([]string{"check"}, where...)...)
 		if code != 1 || !strings.Contains(out, `message 5d41402abc4b2a76 trained as "ham" (digest abababababababab) and as "spam" (digest cdcdcdcdcdcdcdcd)`) {
 			t.Errorf("check %v: exit %d:\n%s", where, code, out)

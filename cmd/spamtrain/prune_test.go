@@ -33,7 +33,8 @@ func TestPrune(t *testing.T) {
 		t.Helper()
 		return mustRun(t, "", append(args, local...)...), mustRun(t, "", append(args, remote...)...)
 	}
-	run("restore", file)
+	mustRun(t, "", append(append([]string{"restore"}, local...), file)...)
+	mustRun(t, "", append(append([]string{"restore"}, remote...), file)...)
 	l, r := run("users")
 	if l != r || !strings.Contains(l, today.String()) || !strings.Contains(l, " MiB") {
 		t.Errorf("users: local\n%s\nthrough the daemon\n%s", l, r)
