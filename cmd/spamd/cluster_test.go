@@ -196,10 +196,11 @@ func TestFourNodes(t *testing.T) {
 }
 
 // countsOf returns what of a dump must not depend on the order in which
-// messages were learned: every token row's counts and every seen record's
-// class, with the classes in name order. The learned weights and the
-// steps of the seen records are left out, since four nodes learning at
-// once see messages in another order than one node does.
+// messages were learned: every token row's last day and counts and every
+// seen record's class, day and mark, with the classes in name order. The
+// learned weights and the steps of the seen records are left out, since
+// four nodes learning at once see messages in another order than one node
+// does.
 func countsOf(t *testing.T, dump string) string {
 	t.Helper()
 	var b strings.Builder
@@ -227,10 +228,10 @@ func countsOf(t *testing.T, dump string) string {
 		case f[0] == "classes":
 			classes, order = f[1:], slices.Sorted(slices.Values(f[1:]))
 			fmt.Fprintf(&b, "classes %s\n", strings.Join(order, " "))
-		case f[0] == "t" && len(f) >= 2:
-			fmt.Fprintf(&b, "t %s %s\n", f[1], byName(f[2:], true))
-		case f[0] == "s" && len(f) >= 3:
-			fmt.Fprintf(&b, "s %s %s\n", f[1], f[2])
+		case f[0] == "t" && len(f) >= 3:
+			fmt.Fprintf(&b, "t %s %s %s\n", f[1], f[2], byName(f[3:], true))
+		case f[0] == "s" && len(f) >= 5:
+			fmt.Fprintf(&b, "s %s %s %s %s\n", f[1], f[2], f[3], f[4])
 		case f[0] == "end":
 			fmt.Fprintf(&b, "end")
 			for _, kv := range f[1:] {

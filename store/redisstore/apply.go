@@ -103,8 +103,9 @@ func (s *Store) register(ctx context.Context, ops []store.Op) (*classList, error
 // applyChunk runs the apply script on ops and returns the results of the
 // ops it applied, with the error that stopped it, if any.
 func (s *Store) applyChunk(ctx context.Context, user string, ops []store.Op, cl *classList) ([]store.Result, error) {
-	args := make([]string, 0, 4+6*len(ops))
-	args = append(args, s.keys.base(user), strconv.Itoa(s.opts.BucketLoad), strconv.Itoa(maxSplits), strconv.Itoa(len(ops)))
+	args := make([]string, 0, 5+7*len(ops))
+	args = append(args, s.keys.base(user), strconv.Itoa(s.opts.BucketLoad), strconv.Itoa(maxSplits),
+		strconv.FormatUint(uint64(s.upgraded), 10), strconv.Itoa(len(ops)))
 	var bag []byte
 	for i := range ops {
 		op := &ops[i]
@@ -115,7 +116,7 @@ func (s *Store) applyChunk(ctx context.Context, user string, ops []store.Op, cl 
 			values = formatValues(op.Values)
 		}
 		bag = appendBag(bag[:0], op.Bag)
-		args = append(args, string(op.Digest[:]), class, steps, strconv.Itoa(op.Bag.Head()), string(bag), values)
+		args = append(args, string(op.Digest[:]), class, steps, strconv.Itoa(op.Bag.Head()), string(bag), values, formatDayMark(op.Day, op.Mark))
 	}
 	reply, err := s.scripts.apply.Exec(ctx, s.client, []string{s.keys.totals(user), s.keys.seen(user), s.keys.samples(user)}, args).ToArray()
 	if err != nil {

@@ -710,6 +710,30 @@ func (c *nodeCache) applied(user string, hashes []bow.Hash, tot *totals) {
 	uc.sampSeq++
 }
 
+// pruned records what a prune call for user wrote: rows deleted from
+// buckets (numbers at tot's layout), seen records deleted when buckets is
+// nil; the totals are tot and the samples may have changed. As applied
+// does for training, this makes a node read its own prune at once.
+func (c *nodeCache) pruned(user string, buckets []uint64, tot *totals) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	uc := c.user(user)
+	c.adoptLocked(uc, tot.layout, tot.version)
+	for _, b := range buckets {
+		if !c.renumberLocked(user, uc, b) {
+			return
+		}
+	}
+	uc.totSeq++
+	if !c.off && (uc.tot == nil || tot.version >= uc.tot.version) {
+		uc.tot, uc.totOK = tot, true
+	} else {
+		uc.totOK = false
+	}
+	uc.sampOK = false
+	uc.sampSeq++
+}
+
 // invalidateTokens drops what the node holds of the buckets of the tokens
 // of ops, at the layout it knows, and of user's totals: for a call whose
 // outcome is unknown.

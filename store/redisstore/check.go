@@ -82,14 +82,17 @@ const maxProblems = 20
 const checkAttempts = 5
 
 // Check recounts user's seen records and token rows and compares them
-// with the stored totals: per class, messages with the seen records and
-// tokens with the sum of the token counts, the vocabulary with the tokens
-// that have a count, and the rows with the fields of the buckets; and the
-// samples with those of the values the seen records hold. It also checks
-// that every row decodes, is in the bucket its hash belongs to and is not
-// all zero, and that the samples' fields are well formed. It reads the buckets some at a time, each batch in one
-// call with the totals' version, and starts again when the version moved,
-// up to a few times: a model trained all the while cannot be checked.
+// with the stored totals: per class, messages with the seen records plus
+// those Prune forgot, tokens with the sum of the token counts, the
+// vocabulary with the tokens that have a count, and the rows with the
+// fields of the buckets; and the samples with those of the values the
+// seen records hold. It also checks that every row decodes, is in the
+// bucket its hash belongs to and is not all zero, and that the samples'
+// fields are well formed, and it reports any message trained as two
+// classes under two digests: seen records of one mark (store.MarkSet).
+// It reads the buckets some at a time, each batch in one call with the
+// totals' version, and starts again when the version moved, up to a few
+// times: a model trained all the while cannot be checked.
 func (s *Store) Check(ctx context.Context, user string) error {
 	if err := store.ValidUser(user); err != nil {
 		return fmt.Errorf("check: %w", err)
@@ -127,6 +130,7 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 	var vocabulary, rows uint64
 
 	var recount store.SampleSet
+	var marks store.MarkSet
 	var row []uint64
 	onRow := func(b uint64, f, v string) error {
 		rows++
@@ -139,7 +143,7 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 			r.addf("bucket %x: token %016x belongs elsewhere", b, uint64(h))
 		}
 		var err error
-		if row, err = decodeRow(row[:0], v); err != nil {
+		if row, _, _, err = decodeRow(row[:0], v); err != nil {
 			r.addf("bucket %x: token %016x: %v", b, uint64(h), err)
 			return nil
 		}
@@ -175,6 +179,9 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 		default:
 			messages[rec.class]++
 			recount.Add(rec.class, rec.values, 1)
+			var dg store.Digest
+			copy(dg[:], d)
+			marks.Add(rec.mark, cl.names[rec.class], dg)
 		}
 		return nil
 	}
@@ -199,13 +206,16 @@ func (s *Store) checkOnce(ctx context.Context, user string) error {
 	for _, d := range samples.Differences(recount.Samples(), cl.names) {
 		r.addf("%s", d)
 	}
+	for _, p := range marks.Problems() {
+		r.addf("%s", p)
+	}
 
-	if len(t0.messages) > k || len(t0.tokens) > k {
-		r.addf("totals count %d classes, the store has %d", max(len(t0.messages), len(t0.tokens)), k)
+	if len(t0.messages) > k || len(t0.tokens) > k || len(t0.forgotten) > k {
+		r.addf("totals count %d classes, the store has %d", max(len(t0.messages), len(t0.tokens), len(t0.forgotten)), k)
 	}
 	for c, name := range cl.names {
-		if got, want := at(t0.messages, c), messages[c]; got != want {
-			r.addf("class %q: totals say %d messages, %d seen records", name, got, want)
+		if got, seen, forgot := at(t0.messages, c), messages[c], at(t0.forgotten, c); got != seen+forgot {
+			r.addf("class %q: totals say %d messages, %d seen records and %d forgotten", name, got, seen, forgot)
 		}
 		if got, want := at(t0.tokens, c), tokens[c]; got != want {
 			r.addf("class %q: totals say %d tokens, token counts sum to %d", name, got, want)
@@ -354,7 +364,7 @@ func (s *Store) Warm(ctx context.Context, user string) (int, error) {
 				if len(f) != 8 {
 					continue
 				}
-				row, err := decodeRow(nil, d.values[j])
+				row, _, _, err := decodeRow(nil, d.values[j])
 				if err != nil {
 					continue // Check reports it
 				}

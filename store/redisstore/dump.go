@@ -54,16 +54,22 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 	if err != nil {
 		return fmt.Errorf("dump %q: %w", user, err)
 	}
-	if err := fn(store.Record{Classes: slices.Clone(cl.names)}); err != nil {
+	head := store.Record{Classes: slices.Clone(cl.names)}
+	if slices.ContainsFunc(m.forgotten, func(n uint64) bool { return n != 0 }) {
+		head.Forgotten = make([]uint64, len(cl.names))
+		copy(head.Forgotten, m.forgotten)
+	}
+	if err := fn(head); err != nil {
 		return err
 	}
 	for _, r := range m.rows {
-		if err := fn(store.Record{Hash: r.hash, Counts: r.row}); err != nil {
+		if err := fn(store.Record{Hash: r.hash, Counts: r.row, Day: r.day}); err != nil {
 			return err
 		}
 	}
 	for _, d := range m.seen {
-		r := store.Record{Digest: d.digest, Class: cl.names[d.rec.class], Values: d.rec.values}
+		r := store.Record{Digest: d.digest, Class: cl.names[d.rec.class], Values: d.rec.values,
+			Day: s.day(d.rec.day, d.rec.dated), Mark: d.rec.mark}
 		for c := 0; 2*c+1 < len(d.rec.steps); c++ {
 			if d.rec.steps[2*c] != 0 || d.rec.steps[2*c+1] != 0 {
 				r.Steps = append(r.Steps, store.Step{Class: cl.names[c], Head: d.rec.steps[2*c], Body: d.rec.steps[2*c+1]})
@@ -78,15 +84,21 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 
 // snapshot is a model read whole, sorted.
 type snapshot struct {
-	rows []struct {
-		hash bow.Hash
-		row  store.Counts
-	}
-	seen []struct {
-		digest store.Digest
-		rec    seenRec
-	}
-	classes int // the classes its rows and records refer to
+	rows      []snapRow
+	seen      []snapSeen
+	forgotten []uint64
+	classes   int // the classes its rows, records and totals refer to
+}
+
+type snapRow struct {
+	hash bow.Hash
+	row  store.Counts
+	day  store.Day
+}
+
+type snapSeen struct {
+	digest store.Digest
+	rec    seenRec
 }
 
 func (s *Store) snapshot(ctx context.Context, user string) (*snapshot, error) {
@@ -94,20 +106,17 @@ func (s *Store) snapshot(ctx context.Context, user string) (*snapshot, error) {
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	m := &snapshot{classes: max(len(t0.messages), len(t0.tokens))}
+	m := &snapshot{classes: max(len(t0.messages), len(t0.tokens), len(t0.forgotten)), forgotten: t0.forgotten}
 	onRow := func(b uint64, f, v string) error {
 		if len(f) != 8 {
 			return fmt.Errorf("%w: bucket %x: malformed field %x", store.ErrInconsistent, b, f)
 		}
-		row, err := decodeRow(nil, v)
+		row, day, dated, err := decodeRow(nil, v)
 		if err != nil {
 			return fmt.Errorf("bucket %x: %w", b, err)
 		}
 		m.classes = max(m.classes, (len(row)+1)/2)
-		m.rows = append(m.rows, struct {
-			hash bow.Hash
-			row  store.Counts
-		}{bow.Hash(uint64FromField(f)), row})
+		m.rows = append(m.rows, snapRow{bow.Hash(uint64FromField(f)), row, s.day(day, dated)})
 		return nil
 	}
 	onSeen := func(d, v string) error {
@@ -118,27 +127,14 @@ func (s *Store) snapshot(ctx context.Context, user string) (*snapshot, error) {
 		var dg store.Digest
 		copy(dg[:], d)
 		m.classes = max(m.classes, rec.class+1, (len(rec.steps)+1)/2)
-		m.seen = append(m.seen, struct {
-			digest store.Digest
-			rec    seenRec
-		}{dg, rec})
+		m.seen = append(m.seen, snapSeen{dg, rec})
 		return nil
 	}
 	if err := s.readModel(ctx, user, t0, onRow, onSeen, func(map[string]string) error { return nil }); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(m.rows, func(a, b struct {
-		hash bow.Hash
-		row  store.Counts
-	}) int {
-		return cmp.Compare(a.hash, b.hash)
-	})
-	slices.SortFunc(m.seen, func(a, b struct {
-		digest store.Digest
-		rec    seenRec
-	}) int {
-		return bytes.Compare(a.digest[:], b.digest[:])
-	})
+	slices.SortFunc(m.rows, func(a, b snapRow) int { return cmp.Compare(a.hash, b.hash) })
+	slices.SortFunc(m.seen, func(a, b snapSeen) int { return bytes.Compare(a.digest[:], b.digest[:]) })
 	return m, nil
 }
 
@@ -190,21 +186,25 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 }
 
 // restored is a model read from a restore's records: its rows with their
-// values by the store's class indices, its seen records, its totals.
+// values by the store's class indices and their days, its seen records,
+// its totals.
 type restored struct {
 	rows    map[bow.Hash][]uint64
+	days    map[bow.Hash]store.Day
 	seen    map[store.Digest]string // field value: the record as kept
 	tot     totals
 	samples store.SampleSet
 }
 
 func (s *Store) readRecords(ctx context.Context, next func() (store.Record, error)) (*restored, error) {
-	m := &restored{rows: make(map[bow.Hash][]uint64), seen: make(map[store.Digest]string)}
+	m := &restored{rows: make(map[bow.Hash][]uint64), days: make(map[bow.Hash]store.Day), seen: make(map[store.Digest]string)}
+	m.tot.dayKnown = true
 	var index []int
 	var cl *classList
 	grow := func(n int) {
 		for len(m.tot.messages) < n {
 			m.tot.messages, m.tot.tokens = append(m.tot.messages, 0), append(m.tot.tokens, 0)
+			m.tot.forgotten = append(m.tot.forgotten, 0)
 		}
 	}
 	for n := 0; ; n++ {
@@ -232,6 +232,16 @@ func (s *Store) readRecords(ctx context.Context, next func() (store.Record, erro
 				index = append(index, cl.index[c])
 			}
 			grow(len(cl.names))
+			if len(r.Forgotten) > len(index) {
+				return nil, fmt.Errorf("%w: forgotten messages of classes the header lacks", store.ErrInconsistent)
+			}
+			for c, n := range r.Forgotten {
+				if n > maxExact {
+					return nil, fmt.Errorf("forgotten messages of class %q: %d, past 2^53, which the scripts cannot count exactly", r.Classes[c], n)
+				}
+				m.tot.forgotten[index[c]] = n
+				m.tot.messages[index[c]] += n
+			}
 		case r.Counts != nil:
 			if len(r.Counts) > 2*len(index) {
 				return nil, fmt.Errorf("%w: token %x has values of classes the header lacks", store.ErrInconsistent, r.Hash)
@@ -254,6 +264,8 @@ func (s *Store) readRecords(ctx context.Context, next func() (store.Record, erro
 				m.tot.vocabulary++
 			}
 			m.rows[r.Hash] = row
+			m.days[r.Hash] = r.Day
+			m.tot.lastDay = max(m.tot.lastDay, r.Day)
 		case r.Class != "":
 			if _, dup := m.seen[r.Digest]; dup {
 				return nil, fmt.Errorf("%w: message %x twice", store.ErrInconsistent, r.Digest)
@@ -272,7 +284,8 @@ func (s *Store) readRecords(ctx context.Context, next func() (store.Record, erro
 			c := cl.index[r.Class]
 			m.tot.messages[c]++
 			m.samples.Add(c, r.Values, 1)
-			m.seen[r.Digest] = formatSeen(c, formatSteps(r.Steps, cl.index), r.Values)
+			m.seen[r.Digest] = formatSeen(c, formatSteps(r.Steps, cl.index), r.Values, r.Day, r.Mark)
+			m.tot.lastDay = max(m.tot.lastDay, r.Day)
 		default:
 			return nil, fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
 		}
@@ -314,7 +327,9 @@ func (s *Store) stage(ctx context.Context, user string, m *restored) error {
 		FieldValue("rows", strconv.FormatUint(m.tot.rows, 10)).
 		FieldValue("voc", strconv.FormatUint(m.tot.vocabulary, 10)).
 		FieldValue("msg", formatList(m.tot.messages)).
-		FieldValue("tok", formatList(m.tot.tokens)).Build()}
+		FieldValue("tok", formatList(m.tot.tokens)).
+		FieldValue("day", strconv.FormatUint(uint64(m.tot.lastDay), 10)).
+		FieldValue("fgt", formatList(m.tot.forgotten)).Build()}
 	send := func() error {
 		for _, r := range s.client.DoMulti(ctx, cmds...) {
 			if err := r.Error(); err != nil {
@@ -327,7 +342,7 @@ func (s *Store) stage(ctx context.Context, user string, m *restored) error {
 	buckets := make(map[uint64][]string)
 	for h, row := range m.rows {
 		b := m.tot.layout.bucket(h)
-		buckets[b] = append(buckets[b], field(h), string(appendRow(nil, row)))
+		buckets[b] = append(buckets[b], field(h), string(appendRow(nil, row, m.days[h])))
 	}
 	for b, fv := range buckets {
 		kv := s.client.B().Hset().Key(base + stagedBucket + strconv.FormatUint(b, 16)).FieldValue()

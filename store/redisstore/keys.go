@@ -23,12 +23,18 @@ const (
 
 // schemaVersion is the layout of keys and values this build reads, kept
 // in the meta hash. Schema 2 added the measures' values to the seen
-// records and the samples hash; a store of schema 1 is one whose records
-// have no values and whose samples are empty, and Open marks it schema 2.
-const (
-	schemaVersion    = "2"
-	oldSchemaVersion = "1"
-)
+// records and the samples hash; schema 3 the last day trained to the
+// token rows and the totals, the day and the mark to the seen records,
+// and the forgotten messages to the totals. A store of an older schema is
+// read as it is: what it lacks reads as empty, the samples and values of
+// schema 1, the forgotten messages, and the days, which read as the day
+// the store was upgraded (the meta hash's "upgraded"), so that nothing
+// old looks ancient to Prune the day after an upgrade. Open marks it of
+// schema 3.
+const schemaVersion = "3"
+
+// oldSchemas are the schemas Open upgrades.
+var oldSchemas = []string{"1", "2"}
 
 // keys names the keys of one store: every one starts with the prefix.
 type keys struct{ prefix string }
@@ -177,20 +183,27 @@ const maxExact = 1 << 53
 var errCorrupt = fmt.Errorf("%w: undecodable value", store.ErrInconsistent)
 
 // A row holds a count and a weight per class index, laid out as
-// store.Counts. A row of at most two classes whose counts fit in 3 bytes
-// unsigned and weights in 3 bytes signed, nearly every row, is a header
-// byte holding the widths of its four values in bytes, 2 bits each, low
-// bits first, then the values big-endian, zeros taking no byte: the
-// scripts unpack and pack it with one call of Lua's struct library,
-// several times faster than varints byte by byte in Lua, and it is about
-// as small (a token seen a few times with a weight of about one: 1+1+3 or
-// 1+1+3+1+3 bytes). Any other row is the byte 0xff, which no header of the
-// first kind is, then the values as varints: counts unsigned, weights
-// zigzag, trailing zeros dropped.
+// store.Counts, and the last day the token was trained on. A row of at
+// most two classes whose counts fit in 3 bytes unsigned and weights in 3
+// bytes signed, nearly every row, is a header byte holding the widths of
+// its four values in bytes, 2 bits each, low bits first, then the values
+// big-endian, zeros taking no byte, then the day big-endian in as few
+// bytes as hold it, 1 to 4: the scripts unpack and pack it with one call
+// of Lua's struct library, several times faster than varints byte by byte
+// in Lua, and it is about as small (a token seen a few times with a
+// weight of about one, trained on a day of this century: 1+1+3+2 or
+// 1+1+3+1+3+2 bytes). Any other row is the byte 0xff, which no header of
+// the first kind is, then the values as varints (counts unsigned, weights
+// zigzag, trailing zeros dropped), then the bytes 0x80 0x00, an overlong
+// zero that no value's varint is, then the day as a varint.
+//
+// A row of schema 2 has no day: nothing after its values. It reads as
+// trained on the day the store was upgraded (see Store.upgraded), and
+// keeps no day until training writes it again.
 const rowVarint = 0xff
 
-// appendRow appends row as the scripts write it.
-func appendRow(dst []byte, row []uint64) []byte {
+// appendRow appends row, last trained on day, as the scripts write it.
+func appendRow(dst []byte, row []uint64, day store.Day) []byte {
 	n := len(row)
 	for n > 0 && row[n-1] == 0 {
 		n--
@@ -212,6 +225,9 @@ func appendRow(dst []byte, row []uint64) []byte {
 					dst = append(dst, byte(x>>(8*b)))
 				}
 			}
+			for b := max(width(uint64(day), false), 1) - 1; b >= 0; b-- {
+				dst = append(dst, byte(day>>(8*b)))
+			}
 			return dst
 		}
 	}
@@ -223,7 +239,8 @@ func appendRow(dst []byte, row []uint64) []byte {
 			dst = binary.AppendVarint(dst, int64(v))
 		}
 	}
-	return dst
+	dst = append(dst, 0x80, 0)
+	return binary.AppendUvarint(dst, uint64(day))
 }
 
 // width returns the bytes value x takes in a row's short form, 4 for
@@ -255,10 +272,12 @@ func width(x uint64, signed bool) int {
 	return 4
 }
 
-// decodeRow appends the row encoded in b to dst, trailing zeros dropped.
-func decodeRow(dst []uint64, b string) ([]uint64, error) {
+// decodeRow appends the row encoded in b to dst, trailing zeros dropped,
+// and returns its day; dated is false for a row of schema 2, which has
+// none.
+func decodeRow(dst []uint64, b string) (row []uint64, day store.Day, dated bool, err error) {
 	if len(b) == 0 {
-		return dst, errCorrupt
+		return dst, 0, false, errCorrupt
 	}
 	start := len(dst)
 	if h := b[0]; h != rowVarint {
@@ -266,7 +285,7 @@ func decodeRow(dst []uint64, b string) ([]uint64, error) {
 		for i := range 4 {
 			w := int(h>>(2*i)) & 3
 			if len(b) < w {
-				return dst, errCorrupt
+				return dst, 0, false, errCorrupt
 			}
 			var x uint64
 			for _, c := range []byte(b[:w]) {
@@ -278,23 +297,34 @@ func decodeRow(dst []uint64, b string) ([]uint64, error) {
 			dst = append(dst, x)
 			b = b[w:]
 		}
-		if len(b) != 0 {
-			return dst, errCorrupt
+		if len(b) > 4 {
+			return dst, 0, false, errCorrupt
+		}
+		for _, c := range []byte(b) {
+			day = day<<8 | store.Day(c)
 		}
 		for len(dst) > start && dst[len(dst)-1] == 0 {
 			dst = dst[:len(dst)-1]
 		}
-		return dst, nil
+		return dst, day, len(b) > 0, nil
 	}
 	b = b[1:]
 	for i := 0; len(b) > 0; i++ {
+		if len(b) >= 2 && b[0] == 0x80 && b[1] == 0 {
+			// The overlong zero: the day follows, and nothing after it.
+			d, n := binary.Uvarint([]byte(b[2:]))
+			if n <= 0 || n != len(b)-2 || d > 1<<32-1 {
+				return dst, 0, false, errCorrupt
+			}
+			return dst, store.Day(d), true, nil
+		}
 		var u uint64
 		var n int
 		// binary.Uvarint takes bytes; a short loop over the string saves
 		// converting it.
 		for s := uint(0); ; s += 7 {
 			if n == len(b) || s > 63 {
-				return dst, errCorrupt
+				return dst, 0, false, errCorrupt
 			}
 			c := b[n]
 			n++
@@ -309,7 +339,7 @@ func decodeRow(dst []uint64, b string) ([]uint64, error) {
 		dst = append(dst, u)
 		b = b[n:]
 	}
-	return dst, nil
+	return dst, 0, false, nil
 }
 
 // totals is a user's totals hash as read.
@@ -320,11 +350,17 @@ type totals struct {
 	vocabulary uint64
 	messages   []uint64 // per class index
 	tokens     []uint64 // per class index
+	// lastDay is the latest day trained; dayKnown is false for a model
+	// of schema 2 not trained since the upgrade, which has none.
+	lastDay  store.Day
+	dayKnown bool
+	// forgotten counts per class index the seen records Prune deleted.
+	forgotten []uint64
 }
 
 // totalsFields are the fields of the totals hash, in the order the
 // scripts and readers ask for them.
-var totalsFields = []string{"ver", "lvl", "spl", "rows", "voc", "msg", "tok"}
+var totalsFields = []string{"ver", "lvl", "spl", "rows", "voc", "msg", "tok", "day", "fgt"}
 
 // parseTotals reads the values of totalsFields; a missing one is zero.
 func parseTotals(vals []string, present []bool) (*totals, error) {
@@ -359,6 +395,17 @@ func parseTotals(vals []string, present []bool) (*totals, error) {
 	if t.tokens, err = parseList(vals[6], present[6]); err != nil {
 		return nil, err
 	}
+	day, err := num(7)
+	if err != nil {
+		return nil, err
+	}
+	if day > 1<<32-1 {
+		return nil, fmt.Errorf("%w: totals field day = %d", store.ErrInconsistent, day)
+	}
+	t.lastDay, t.dayKnown = store.Day(day), present[7]
+	if t.forgotten, err = parseList(vals[8], present[8]); err != nil {
+		return nil, err
+	}
 	return &t, nil
 }
 
@@ -381,22 +428,31 @@ func parseList(s string, present bool) ([]uint64, error) {
 
 // seenRec is a seen record: the index of the class a message is trained
 // as, the steps its training added, a head and a body step per class
-// index, and its values. It is kept as text, "CLASS [HEAD BODY]...", trailing
-// zero pairs dropped, then, for a message with values, ";" and each
-// value's measure and level, "MEASURE LEVEL...": a record per message can
-// afford readability. A record of schema 1 has no ";".
+// index, its values, the day it was trained on and its mark. It is kept as
+// text, "CLASS [HEAD BODY]...", trailing zero pairs dropped, then ";" and
+// each value's measure and level, "MEASURE LEVEL...", then ";" and the
+// day, in decimal, and the mark unless it is 0, in hex: "0 5 -3;2 40;20417
+// 9f3ac0de11" (a record per message can afford readability). A record of
+// schema 1 ends after its steps; one of schema 2 has its values after a
+// ";" if it has any, and neither day nor mark: it reads as trained on the
+// day the store was upgraded, with mark 0.
 type seenRec struct {
 	class  int
 	steps  []int64
 	values []store.Value
+	day    store.Day
+	dated  bool // false for a record of schema 1 or 2
+	mark   uint64
 }
 
 func parseSeen(s string) (seenRec, error) {
-	s, vs, hasValues := strings.Cut(s, ";")
+	parts := strings.SplitN(s, ";", 3)
 	var values []store.Value
-	if hasValues {
+	if len(parts) > 1 {
+		vs := parts[1]
 		f := strings.Fields(vs)
-		if len(f) == 0 || len(f)%2 != 0 {
+		// Schema 2 wrote the ";" only before values.
+		if len(f) == 0 && len(parts) == 2 || len(f)%2 != 0 {
 			return seenRec{}, fmt.Errorf("%w: seen record %q", store.ErrInconsistent, s)
 		}
 		for i := 0; i < len(f); i += 2 {
@@ -411,9 +467,28 @@ func parseSeen(s string) (seenRec, error) {
 			return seenRec{}, fmt.Errorf("%w: seen record values %q: %w", store.ErrInconsistent, vs, err)
 		}
 	}
-	r, err := parseSteps(s)
+	r, err := parseSteps(parts[0])
+	if err != nil {
+		return seenRec{}, err
+	}
 	r.values = values
-	return r, err
+	if len(parts) == 3 {
+		f := strings.Fields(parts[2])
+		if len(f) < 1 || len(f) > 2 {
+			return seenRec{}, fmt.Errorf("%w: seen record %q: day and mark", store.ErrInconsistent, s)
+		}
+		d, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil {
+			return seenRec{}, fmt.Errorf("%w: seen record %q: day", store.ErrInconsistent, s)
+		}
+		r.day, r.dated = store.Day(d), true
+		if len(f) == 2 {
+			if r.mark, err = strconv.ParseUint(f[1], 16, 64); err != nil {
+				return seenRec{}, fmt.Errorf("%w: seen record %q: mark", store.ErrInconsistent, s)
+			}
+		}
+	}
+	return r, nil
 }
 
 // parseSteps reads the class and steps of a seen record.
@@ -479,13 +554,20 @@ func formatValues(vs []store.Value) string {
 }
 
 // formatSeen returns a seen record as the seen hash keeps it.
-func formatSeen(class int, steps string, vs []store.Value) string {
+func formatSeen(class int, steps string, vs []store.Value, day store.Day, mark uint64) string {
 	v := strconv.Itoa(class)
 	if steps != "" {
 		v += " " + steps
 	}
-	if len(vs) > 0 {
-		v += ";" + formatValues(vs)
+	return v + ";" + formatValues(vs) + ";" + formatDayMark(day, mark)
+}
+
+// formatDayMark returns the end of a seen record after its last ";", as
+// the apply script takes it: "DAY[ MARK]".
+func formatDayMark(day store.Day, mark uint64) string {
+	v := strconv.FormatUint(uint64(day), 10)
+	if mark != 0 {
+		v += " " + strconv.FormatUint(mark, 16)
 	}
 	return v
 }

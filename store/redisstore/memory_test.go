@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/filter"
@@ -44,6 +45,10 @@ func TestMemory(t *testing.T) {
 	s := open(t, []string{srv.Addr}, Options{Prefix: "mem:"})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
+	// Days and marks as the filter gives them, from an rng of their own,
+	// so that refMemory replays rng alone.
+	days := rand.New(rand.NewPCG(13, 14))
+	today := store.DayOf(time.Now())
 	before := usedMemory(t, srv)
 	const messages = 1500
 	for i := 0; i < messages; i += 100 {
@@ -59,7 +64,8 @@ func TestMemory(t *testing.T) {
 			}
 			ops[j] = store.Op{Digest: storetest.D(fmt.Sprint(i + j)), Class: class,
 				Bag:   bow.FromMaps(nil, storetest.RandomBagOf(rng, 300, 200_000)),
-				Steps: []store.Step{{Class: class, Head: step, Body: step}, {Class: other, Head: -step, Body: -step}}}
+				Steps: []store.Step{{Class: class, Head: step, Body: step}, {Class: other, Head: -step, Body: -step}},
+				Day:   today - store.Day(days.IntN(365)), Mark: days.Uint64()}
 		}
 		if _, err := s.Apply(ctx, "", ops); err != nil {
 			t.Fatal(err)
@@ -202,6 +208,8 @@ func TestModelMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Rows trained these days carry a day of 2 bytes.
+	today := store.DayOf(time.Now())
 	tot, err := bs.Totals(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +236,7 @@ func TestModelMemory(t *testing.T) {
 	for i, h := range hashes {
 		if rows[i] != nil {
 			b := l.bucket(h)
-			byBucket[b] = append(byBucket[b], field(h), string(appendRow(nil, rows[i])))
+			byBucket[b] = append(byBucket[b], field(h), string(appendRow(nil, rows[i], today)))
 		}
 	}
 	var cmds rueidis.Commands

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -219,8 +220,10 @@ func TestRedisHung(t *testing.T) {
 }
 
 // TestScriptEncoding checks that the apply script writes rows byte for
-// byte as appendRow does, in both forms, so that Go can write a model the
-// scripts read (as a restore would) and the other way round.
+// byte as appendRow does, in both forms and with days of every width, so
+// that Go can write a model the scripts read (as a restore would) and the
+// other way round; and that it reads them back: a second message of an
+// earlier day adds to the counts and leaves the day.
 func TestScriptEncoding(t *testing.T) {
 	srv := redisServer(t)
 	s := open(t, []string{srv.Addr}, Options{NoStaleReads: true})
@@ -229,28 +232,46 @@ func TestScriptEncoding(t *testing.T) {
 	for i, tt := range []struct {
 		n     uint32
 		steps []store.Step
+		day   store.Day
 		want  []uint64
 	}{
-		{1, nil, []uint64{1}},
-		{3, []store.Step{{Class: "spam", Body: -70000}, {Class: "ham", Body: 9}}, []uint64{3, neg(-210000), 0, 27}},
-		{200, []store.Step{{Class: "spam", Body: 1 << 20}}, []uint64{200, neg(200 << 20)}},
-		{1, []store.Step{{Class: "unsure", Body: 1}}, []uint64{1, 0, 0, 0, 0, 1}},
+		{1, nil, 20417, []uint64{1}},
+		{1, nil, 0, []uint64{1}},
+		{1, nil, 1<<32 - 1, []uint64{1}},
+		{3, []store.Step{{Class: "spam", Body: -70000}, {Class: "ham", Body: 9}}, 200, []uint64{3, neg(-210000), 0, 27}},
+		{200, []store.Step{{Class: "spam", Body: 1 << 20}}, 1 << 16, []uint64{200, neg(200 << 20)}},
+		{1, []store.Step{{Class: "unsure", Body: 1}}, 20417, []uint64{1, 0, 0, 0, 0, 1}},
+		{1, []store.Step{{Class: "unsure", Body: 1}}, 1<<32 - 1, []uint64{1, 0, 0, 0, 0, 1}},
+		{1, []store.Step{{Class: "unsure", Body: 1}}, 1 << 14, []uint64{1, 0, 0, 0, 0, 1}},
 	} {
 		h := bow.Hash(1000 + i)
+		row := func() string {
+			tot, err := s.readTotals(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := srv.Command("HGET", s.keys.bucket("", tot.layout.bucket(h)), field(h))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
 		op := storetest.TrainSteps(fmt.Sprint("enc", i), "spam", nil, map[bow.Hash]uint32{h: tt.n}, tt.steps...)
+		op.Day = tt.day
 		if _, err := s.Apply(ctx, "", []store.Op{op}); err != nil {
 			t.Fatal(err)
 		}
-		tot, err := s.readTotals(ctx, "")
-		if err != nil {
+		if got, want := row(), string(appendRow(nil, tt.want, tt.day)); got != want {
+			t.Errorf("row %v of day %d: the script wrote %x, appendRow %x", tt.want, tt.day, got, want)
+		}
+		again := storetest.TrainOn(fmt.Sprint("enc-again", i), "spam", tt.day/2, 0, map[bow.Hash]uint32{h: 1})
+		if _, err := s.Apply(ctx, "", []store.Op{again}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := srv.Command("HGET", s.keys.bucket("", tot.layout.bucket(h)), field(h))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := string(appendRow(nil, tt.want)); got != want {
-			t.Errorf("row %v: the script wrote %x, appendRow %x", tt.want, got, want)
+		want := slices.Clone(tt.want)
+		want[0]++
+		if got, want := row(), string(appendRow(nil, want, tt.day)); got != want {
+			t.Errorf("row %v of day %d, trained again on day %d: the script wrote %x, appendRow %x", want, tt.day, tt.day/2, got, want)
 		}
 	}
 }
@@ -258,7 +279,7 @@ func TestScriptEncoding(t *testing.T) {
 // aclRule is the ACL docs/cluster.md gives spamd's user: its keys, and
 // the commands the store and its client send, nothing else.
 const aclRule = "on resetkeys ~spamd:* resetchannels -@all +@connection +hget +hmget +hset +hdel +hgetall +hscan +scan +del " +
-	"+evalsha +evalsha_ro +eval +eval_ro +cluster|slots +cluster|shards +cluster|nodes"
+	"+evalsha +evalsha_ro +eval +eval_ro +cluster|slots +cluster|shards +cluster|nodes +memory|usage"
 
 // TestACL runs a store as an ACL user limited to aclRule.
 func TestACL(t *testing.T) {
@@ -281,6 +302,12 @@ func TestACL(t *testing.T) {
 	}
 	if n, err := s.Warm(ctx, "u"); err != nil || n != 1 {
 		t.Errorf("Warm = %d, %v", n, err)
+	}
+	if n, err := s.UserSize(ctx, "u"); err != nil || n == 0 {
+		t.Errorf("UserSize = %d, %v", n, err)
+	}
+	if res, err := s.Prune(ctx, "u", store.PruneRule{MaxCount: 1, Before: 1, MaxTokens: 1, SeenBefore: 1}); err != nil || res.Tokens != 1 || res.Seen != 1 {
+		t.Errorf("Prune = %+v, %v", res, err)
 	}
 	// Keys outside the prefix are out of reach.
 	if _, err := Open(ctx, Options{Addresses: []string{srv.Addr}, Prefix: "other:", Username: "spamd", Password: "s3cret"}); err == nil {

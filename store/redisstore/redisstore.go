@@ -106,6 +106,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,10 @@ type Store struct {
 	log     *slog.Logger
 	opts    Options
 	classes atomic.Pointer[classList]
+	// upgraded is the day the store was upgraded from schema 2 or 1, 0 if
+	// it was created of schema 3: the day of a token row or a seen record
+	// written before, which has none.
+	upgraded store.Day
 	// classesOld is set when another node may have registered classes.
 	classesOld atomic.Bool
 
@@ -345,30 +350,39 @@ func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.C
 	return d.DialContext(ctx, "tcp", dst)
 }
 
-// loadMeta reads the schema version and the class list.
+// loadMeta reads the schema version, the day the store was upgraded and
+// the class list, upgrading a store of an old schema.
 func (s *Store) loadMeta(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout*5)
 	defer cancel()
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys.meta()).Field("schema", "classes").Build()).ToArray()
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys.meta()).Field("schema", "classes", "upgraded").Build()).ToArray()
 	if err != nil {
 		return fmt.Errorf("read the meta hash: %w", s.wrap(err))
 	}
-	if len(vals) != 2 {
+	if len(vals) != 3 {
 		return fmt.Errorf("read the meta hash: %d values", len(vals))
 	}
-	if schema, err := vals[0].ToString(); err == nil && schema == oldSchemaVersion {
-		// Seen records of schema 1 are records without values, and its
-		// samples are none: marking the store is all there is to do.
-		to, err := s.scripts.upgrade.Exec(ctx, s.client, []string{s.keys.meta()}, []string{oldSchemaVersion, schemaVersion}).ToString()
-		if err != nil {
-			return fmt.Errorf("convert from schema %s: %w", oldSchemaVersion, s.wrap(err))
+	upgraded, _ := vals[2].ToString()
+	if schema, err := vals[0].ToString(); err == nil && slices.Contains(oldSchemas, schema) {
+		today := strconv.FormatUint(uint64(store.DayOf(time.Now())), 10)
+		reply, err := s.scripts.upgrade.Exec(ctx, s.client, []string{s.keys.meta()}, append([]string{schemaVersion, today}, oldSchemas...)).AsStrSlice()
+		if err != nil || len(reply) != 2 {
+			return fmt.Errorf("convert from schema %s: %w", schema, s.wrap(err))
 		}
-		s.log.Info("redisstore: converted the store", "from_schema", oldSchemaVersion, "to_schema", to)
-		if to != schemaVersion {
-			return fmt.Errorf("%w: schema %q, this build reads %q", ErrSchema, to, schemaVersion)
+		upgraded = reply[1]
+		s.log.Info("redisstore: converted the store", "from_schema", schema, "to_schema", reply[0], "upgraded", upgraded)
+		if reply[0] != schemaVersion {
+			return fmt.Errorf("%w: schema %q, this build reads %q", ErrSchema, reply[0], schemaVersion)
 		}
 	} else if err == nil && schema != schemaVersion {
 		return fmt.Errorf("%w: schema %q, this build reads %q", ErrSchema, schema, schemaVersion)
+	}
+	if upgraded != "" {
+		d, err := strconv.ParseUint(upgraded, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%w: the meta hash's upgraded day %q", ErrSchema, upgraded)
+		}
+		s.upgraded = store.Day(d)
 	}
 	names, _ := vals[1].ToString()
 	return s.setClasses(names)
@@ -661,10 +675,34 @@ func (s *Store) publicTotals(ctx context.Context, t *totals) (store.Totals, erro
 		Messages:   make([]uint64, n),
 		Tokens:     make([]uint64, n),
 		Vocabulary: t.vocabulary,
+		LastDay:    s.lastDay(t),
 	}
 	copy(out.Messages, t.messages)
 	copy(out.Tokens, t.tokens)
+	if slices.ContainsFunc(t.forgotten, func(n uint64) bool { return n != 0 }) {
+		out.Forgotten = make([]uint64, n)
+		copy(out.Forgotten, t.forgotten)
+	}
 	return out, nil
+}
+
+// lastDay returns the last day a model was trained on: a model of schema
+// 2 not trained since the upgrade keeps none, and was trained by the
+// upgrade at the latest, which its rows' days read as.
+func (s *Store) lastDay(t *totals) store.Day {
+	if !t.dayKnown && t.version != 0 {
+		return s.upgraded
+	}
+	return t.lastDay
+}
+
+// day returns the day of a row or a seen record, the upgrade's for one
+// written before it, which has none.
+func (s *Store) day(d store.Day, dated bool) store.Day {
+	if !dated {
+		return s.upgraded
+	}
+	return d
 }
 
 // Lookup returns the row of each hash for user: its count and weight per
@@ -798,7 +836,7 @@ func (s *Store) lookupReply(reply []rueidis.RedisMessage, n int) (*totals, []sto
 			return nil, nil, err
 		}
 		start := len(arena)
-		if arena, err = decodeRow(arena, b); err != nil {
+		if arena, _, _, err = decodeRow(arena, b); err != nil {
 			return nil, nil, err
 		}
 		rows[k] = arena[start:len(arena):len(arena)]

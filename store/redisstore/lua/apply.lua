@@ -7,14 +7,19 @@
 -- ARGV[1]  the user's key base, P{user:}
 -- ARGV[2]  the bucket load: rows per bucket past which a bucket is split
 -- ARGV[3]  the most buckets one call may split
--- ARGV[4]  the number of ops, then six arguments per op:
+-- ARGV[4]  the day the store was upgraded from schema 2 (0 if it was not),
+--          which rows and records of schema 2 read as their day
+-- ARGV[5]  the number of ops, then seven arguments per op:
 --          the digest (32 bytes, the seen hash's field);
 --          the index of the class to train the message as, -1 to forget it;
 --          its steps as its seen record will keep them ("HEAD BODY ..."
 --          per class index);
 --          how many of its features are its header's;
 --          its features, 12 bytes each: the hash and the count, big-endian;
---          its values as its seen record will keep them ("MEASURE LEVEL ...").
+--          its values as its seen record will keep them ("MEASURE LEVEL ...");
+--          its day and mark as its seen record will keep them ("DAY[ MARK]",
+--          the mark in hex), the day being what training writes into the
+--          rows it adds to: the latest of theirs and its own.
 --
 -- Each op reads what it needs (the seen record, the rows of its tokens,
 -- the fields of the samples its values and its old values change) into an
@@ -30,6 +35,9 @@
 -- values of measure M at level L, and "C.M.n", "C.M.s", "C.M.q" their
 -- count, sum and sum of squares; a field that reaches 0 is deleted.
 --
+-- The totals keep the latest day a message was trained on (day), and
+-- the seen records Prune deleted per class (fgt), which an op leaves.
+--
 -- Returns {results, failure, totals}: results a previous class index (-1
 -- for none) and a changed flag (0 or 1) per op applied; failure false, or
 -- why the op after them was not applied; totals the values of the totals
@@ -39,9 +47,10 @@ local tk, sk, dk = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[1]
 local load = tonumber(ARGV[2])
 local maxsplits = tonumber(ARGV[3])
-local nops = tonumber(ARGV[4])
+local upday = tonumber(ARGV[4])
+local nops = tonumber(ARGV[5])
 
-local tv = redis.call('HMGET', tk, 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok')
+local tv = redis.call('HMGET', tk, 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok', 'day', 'fgt')
 local ver = tonumber(tv[1]) or 0
 local L = tonumber(tv[2]) or 0
 local split = tonumber(tv[3]) or 0
@@ -49,6 +58,8 @@ local nrows = tonumber(tv[4]) or 0
 local voc = tonumber(tv[5]) or 0
 local msgs = parse_list(tv[6])
 local toks = parse_list(tv[7])
+-- A model of schema 2 not trained since has no day: the upgrade's.
+local lastday = tonumber(tv[8]) or (tv[1] and upday) or 0
 
 local function counts_any(row)
   for i = 1, #row, 2 do
@@ -100,7 +111,7 @@ local function fetch(f)
     return r, true, counts_any(r)
   end
   if not r then return false, false, false end
-  local c = {}
+  local c = {d = r.d}
   for i = 1, #r do c[i] = r[i] end
   return c, true, counts_any(r)
 end
@@ -112,31 +123,6 @@ local function load_seen(d)
     seen[d] = r
   end
   return r
-end
-
--- parse_values reads "MEASURE LEVEL ..." into a flat list, checking it.
-local function parse_values(txt)
-  local t = parse_list(txt)
-  if #t % 2 ~= 0 then fail('corrupt values') end
-  for i = 1, #t, 2 do
-    local m, l = t[i], t[i + 1]
-    if m < 0 or m >= 64 or l < 0 or l >= 1024 or m ~= floor(m) or l ~= floor(l) or (i > 1 and m <= t[i - 2]) then
-      fail('corrupt values')
-    end
-  end
-  return t
-end
-
--- parse_seen returns a record's class index, steps and values.
-local function parse_seen(v)
-  local head, vals = v, ''
-  local semi = string.find(v, ';', 1, true)
-  if semi then head, vals = ssub(v, 1, semi - 1), ssub(v, semi + 1) end
-  local t = parse_list(head)
-  if #t == 0 or #t % 2 == 0 or t[1] < 0 then fail('corrupt seen record') end
-  local steps = {}
-  for i = 2, #t do steps[i - 1] = t[i] end
-  return t[1], steps, parse_values(vals)
 end
 
 -- dget returns a samples field's value, pending or in the overlay or in
@@ -191,7 +177,7 @@ local function add_steps(row, steps, part, n)
   end
 end
 
-local function apply_op(d, cls, steptxt, head, bag, valtxt)
+local function apply_op(d, cls, steptxt, head, bag, valtxt, daytxt)
   local rec = load_seen(d)
   local prev, psteps, pvals = -1, nil, nil
   if rec then prev, psteps, pvals = parse_seen(rec) end
@@ -202,6 +188,8 @@ local function apply_op(d, cls, steptxt, head, bag, valtxt)
     nvals = parse_values(valtxt)
   end
   if #nsteps % 2 ~= 0 then fail('odd number of steps') end
+  local day = tonumber(string.match(daytxt, '^%d+'))
+  if day == nil then fail('no day') end
   local dpend = {}
   if prev >= 0 then change_samples(dpend, prev, pvals, -1) end
   if cls >= 0 then change_samples(dpend, cls, nvals, 1) end
@@ -228,9 +216,14 @@ local function apply_op(d, cls, steptxt, head, bag, valtxt)
         add(row, ci, -take)
         dtok[prev] = (dtok[prev] or 0) - take
         add_steps(row, psteps, part, -n)
+        -- A row untrained to nothing is gone, its day with it, even if
+        -- the op trains it again.
+        if all_zero(row) then row = false end
       end
       if cls >= 0 then
-        row = row or {}
+        row = row or {d = 0}
+        -- A row of schema 2 was last trained by the upgrade at the latest.
+        row.d = mmax(row.d or upday, day)
         add(row, 2 * cls + 1, n)
         dtok[cls] = (dtok[cls] or 0) + n
         add_steps(row, nsteps, part, n)
@@ -267,8 +260,8 @@ local function apply_op(d, cls, steptxt, head, bag, valtxt)
     msgs[cls + 1] = (msgs[cls + 1] or 0) + 1
     local r = num(cls)
     if steptxt ~= '' then r = r .. ' ' .. steptxt end
-    if valtxt ~= '' then r = r .. ';' .. valtxt end
-    seen[d] = r
+    seen[d] = r .. ';' .. valtxt .. ';' .. daytxt
+    lastday = mmax(lastday, day)
   else
     seen[d] = false
   end
@@ -282,8 +275,8 @@ end
 
 local failure = false
 for o = 0, nops - 1 do
-  local a = 5 + 6 * o
-  local ok, prev, ch = pcall(apply_op, ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5])
+  local a = 6 + 7 * o
+  local ok, prev, ch = pcall(apply_op, ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
   if not ok then
     -- A failed redis.call raises a table; fail, a string.
     if type(prev) == 'table' then prev = prev.err end
@@ -371,6 +364,6 @@ for _, f in ipairs(ddirty) do
 end
 if #dset > 0 then hset_all(dk, dset) end
 if #ddel > 0 then hdel_all(dk, ddel) end
-tv = {num(ver + 1), num(L), num(split), num(nrows), num(math.max(voc, 0)), format_list(msgs), format_list(toks)}
-redis.call('HSET', tk, 'ver', tv[1], 'lvl', tv[2], 'spl', tv[3], 'rows', tv[4], 'voc', tv[5], 'msg', tv[6], 'tok', tv[7])
+tv = {num(ver + 1), num(L), num(split), num(nrows), num(math.max(voc, 0)), format_list(msgs), format_list(toks), num(lastday), tv[9]}
+redis.call('HSET', tk, 'ver', tv[1], 'lvl', tv[2], 'spl', tv[3], 'rows', tv[4], 'voc', tv[5], 'msg', tv[6], 'tok', tv[7], 'day', tv[8])
 return {results, failure, tv}

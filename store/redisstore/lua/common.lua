@@ -50,15 +50,19 @@ local function bucket_key(base, id)
 end
 
 -- Rows. A row holds per class index a count and a weight; index 2c+1 of
--- the Lua table is class c's count, 2c+2 its weight.
+-- the Lua table is class c's count, 2c+2 its weight; its field d is the
+-- last day the token was trained on, nil for a row of schema 2, which has
+-- none (it reads as the day the store was upgraded).
 --
 -- A row of at most two classes whose counts fit in 3 bytes unsigned and
 -- weights in 3 bytes signed (nearly every row) is a header byte, the
 -- widths of its four values in bytes, 2 bits each, low bits first, then
--- the values big-endian, zeros taking no byte: struct unpacks and packs
--- it in one call. Any other row is the byte 255 (a header no row of the
--- first kind has), then its values as varints: counts unsigned, weights
--- zigzag, trailing zeros dropped.
+-- the values big-endian, zeros taking no byte, then the day big-endian in
+-- 1 to 4 bytes: struct unpacks and packs the values in one call. Any other
+-- row is the byte 255 (a header no row of the first kind has), then its
+-- values as varints (counts unsigned, weights zigzag, trailing zeros
+-- dropped), then the bytes 128 0 (an overlong zero, which no value is
+-- written as), then the day as a varint.
 local FMT = {}  -- header → the values' struct format
 for h = 0, 254 do
   local w0, w1, w2, w3 = h % 4, floor(h / 4) % 4, floor(h / 16) % 4, floor(h / 64)
@@ -76,18 +80,44 @@ local function width_s(v)
   return 4
 end
 
+local DAYFMT = {'>I1', '>I2', '>I3', '>I4'}
+
 local function decode_row(s)
   local h = sbyte(s, 1)
   if h == nil then fail('corrupt row: empty') end
   if h ~= 255 then
     local a, b, c, d, pos = sunpack(FMT[h], s, 2)
-    if pos ~= #s + 1 then fail('corrupt row: length') end
-    return {a, b, c, d}
+    local row = {a, b, c, d}
+    local n = #s - pos + 1
+    if n > 0 then
+      if n > 4 then fail('corrupt row: length') end
+      row.d = sunpack(DAYFMT[n], s, pos)
+    end
+    return row
   end
   local row = {}
   local v, mul, k = 0, 1, 0
-  for j = 2, #s do
+  local j, len = 2, #s
+  while j <= len do
     local b = sbyte(s, j)
+    if b == 0 and mul == 128 and v == 0 then
+      -- The overlong zero: the day's varint follows, and ends the row.
+      local day, m = 0, 1
+      for i = j + 1, len do
+        local c = sbyte(s, i)
+        if c >= 128 then
+          if i == len then fail('corrupt row: truncated day') end
+          day = day + (c - 128) * m
+        else
+          if i ~= len then fail('corrupt row: after the day') end
+          day = day + c * m
+        end
+        m = m * 128
+      end
+      if m == 1 or day >= P2[32] then fail('corrupt row: day') end
+      row.d = day
+      return row
+    end
     if b >= 128 then
       v = v + (b - 128) * mul
       mul = mul * 128
@@ -101,6 +131,7 @@ local function decode_row(s)
       row[k] = v
       v, mul = 0, 1
     end
+    j = j + 1
   end
   if mul ~= 1 then fail('corrupt row: truncated') end
   return row
@@ -112,23 +143,22 @@ local buf = {}
 local function encode_row(row)
   local n = #row
   while n > 0 and row[n] == 0 do n = n - 1 end
+  local day = row.d
   if n <= 4 then
     local a, b, c, d = row[1] or 0, row[2] or 0, row[3] or 0, row[4] or 0
     local wa, wb, wc, wd = width_u(a), width_s(b), width_u(c), width_s(d)
     if wa < 4 and wb < 4 and wc < 4 and wd < 4 then
       local h = wa + wb * 4 + wc * 16 + wd * 64
       if h ~= 255 then
-        return schar(h) .. spack(FMT[h], a, b, c, d)
+        local s = schar(h) .. spack(FMT[h], a, b, c, d)
+        if day then s = s .. spack(DAYFMT[mmax(width_u(day), 1)], day) end
+        return s
       end
     end
   end
   local m = 1
   buf[1] = 255
-  for k = 1, n do
-    local v = row[k]
-    if k % 2 == 0 then
-      if v >= 0 then v = v * 2 else v = -v * 2 - 1 end
-    end
+  local function put(v)
     while v >= 128 do
       local b = v % 128
       m = m + 1
@@ -137,6 +167,19 @@ local function encode_row(row)
     end
     m = m + 1
     buf[m] = v
+  end
+  for k = 1, n do
+    local v = row[k]
+    if k % 2 == 0 then
+      if v >= 0 then v = v * 2 else v = -v * 2 - 1 end
+    end
+    put(v)
+  end
+  if day then
+    m = m + 1
+    buf[m] = 128
+    put(0)
+    put(day)
   end
   return schar(unpack_(buf, 1, m))
 end
@@ -178,4 +221,101 @@ local function hdel_all(key, t)
   for i = 1, #t, 1000 do
     rcall('HDEL', key, unpack_(t, i, mmin(i + 999, #t)))
   end
+end
+
+-- parse_values reads "MEASURE LEVEL ..." into a flat list, checking it.
+local function parse_values(txt)
+  local t = parse_list(txt)
+  if #t % 2 ~= 0 then fail('corrupt values') end
+  for i = 1, #t, 2 do
+    local m, l = t[i], t[i + 1]
+    if m < 0 or m >= 64 or l < 0 or l >= 1024 or m ~= floor(m) or l ~= floor(l) or (i > 1 and m <= t[i - 2]) then
+      fail('corrupt values')
+    end
+  end
+  return t
+end
+
+-- parse_seen returns a seen record's class index, steps, values and day
+-- (nil for a record of schema 1 or 2, which has none): the record is
+-- "CLASS [HEAD BODY]...;[MEASURE LEVEL]...;DAY[ MARK]", the mark in hex,
+-- and one of schema 2 ends before its second ";".
+local function parse_seen(v)
+  local head, vals, tail = v, '', nil
+  local semi = string.find(v, ';', 1, true)
+  if semi then
+    head, vals = ssub(v, 1, semi - 1), ssub(v, semi + 1)
+    local semi2 = string.find(vals, ';', 1, true)
+    if semi2 then vals, tail = ssub(vals, 1, semi2 - 1), ssub(vals, semi2 + 1) end
+  end
+  local t = parse_list(head)
+  if #t == 0 or #t % 2 == 0 or t[1] < 0 then fail('corrupt seen record') end
+  local steps = {}
+  for i = 2, #t do steps[i - 1] = t[i] end
+  local day = nil
+  if tail then
+    day = tonumber(string.match(tail, '^%d+'))
+    if day == nil then fail('corrupt seen record: day') end
+  end
+  return t[1], steps, parse_values(vals), day
+end
+
+-- buckets_in returns the numbers of the buckets of the layout (level L,
+-- split buckets split) that hold tokens whose hash's top 32 bits are in
+-- [lo, hi): at level L the bucket of position x holds the top bits
+-- [x, x+1) times 2^(32-L), and a split one's two children the halves.
+local function buckets_in(L, split, lo, hi)
+  local out = {}
+  local size = P2[32 - L]
+  for x = floor(lo / size), floor((hi - 1) / size) do
+    if x < split then
+      local half = size / 2
+      for bit = 0, 1 do
+        local from = x * size + bit * half
+        if from < hi and from + half > lo then
+          out[#out + 1] = P2[L + 1] + 2 * x + bit
+        end
+      end
+    else
+      out[#out + 1] = P2[L] + x
+    end
+  end
+  return out
+end
+
+-- in_range reports whether field f, a token's hash, has its top 32 bits
+-- in [lo, hi).
+local function in_range(f, lo, hi)
+  if #f ~= 8 then return false end
+  local t = top32(f)
+  return t >= lo and t < hi
+end
+
+-- prune_drops reports whether a prune plan deletes row, last trained on
+-- day, as store.PrunePlan.Drop does (TestPruneJudge holds them to it):
+-- plan.tokens is whether the rule deletes rows at all; maxcount and
+-- before its age rule (before 0 for none); budget whether its budget
+-- deletes rows, those up to (ctotal, cday) in the order of total count,
+-- then day.
+local function prune_drops(plan, row, day)
+  local total = 0
+  for i = 1, #row, 2 do total = total + row[i] end
+  if total == 0 then
+    -- Weights alone, the message that brought the token untrained.
+    return plan.tokens
+  end
+  if plan.before ~= 0 and total <= plan.maxcount and day < plan.before then
+    return true
+  end
+  if not plan.budget then return false end
+  return total < plan.ctotal or (total == plan.ctotal and day <= plan.cday)
+end
+
+-- read_plan reads a prune plan from six arguments from ARGV[i]: tokens
+-- (1 or 0), maxcount, before, budget (1 or 0), ctotal, cday.
+local function read_plan(i)
+  return {
+    tokens = ARGV[i] == '1', maxcount = tonumber(ARGV[i + 1]), before = tonumber(ARGV[i + 2]),
+    budget = ARGV[i + 3] == '1', ctotal = tonumber(ARGV[i + 4]), cday = tonumber(ARGV[i + 5]),
+  }
 end

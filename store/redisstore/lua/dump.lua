@@ -8,7 +8,7 @@
 --
 -- Returns {totals, buckets}: buckets[i] the fields and values of bucket
 -- ARGV[i+1], flat.
-local tv = redis.call('HMGET', KEYS[1], 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok')
+local tv = redis.call('HMGET', KEYS[1], 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok', 'day', 'fgt')
 local out = {}
 for i = 2, #ARGV do
   out[i - 1] = redis.call('HGETALL', ARGV[1] .. 'b:' .. ARGV[i])

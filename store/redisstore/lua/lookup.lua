@@ -8,7 +8,7 @@
 --
 -- Returns {totals, rows}: totals the values of the totals fields (nil for
 -- missing), rows a row or nil per token.
-local tv = redis.call('HMGET', KEYS[1], 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok')
+local tv = redis.call('HMGET', KEYS[1], 'ver', 'lvl', 'spl', 'rows', 'voc', 'msg', 'tok', 'day', 'fgt')
 local L = tonumber(tv[2]) or 0
 local split = tonumber(tv[3]) or 0
 local base, hs = ARGV[1], ARGV[2]
