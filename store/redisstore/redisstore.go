@@ -398,12 +398,27 @@ func (s *Store) setClasses(list string) error {
 			return fmt.Errorf("%w: class list %q: %w", ErrSchema, list, err)
 		}
 	}
-	if cur := s.classes.Load(); len(cur.names) > len(names) || !slices.Equal(cur.names, names[:len(cur.names)]) {
-		return fmt.Errorf("%w: class list %q does not extend %q", store.ErrInconsistent, list, cur.names)
+	for {
+		cur := s.classes.Load()
+		if len(cur.names) >= len(names) {
+			// Calls that raced may answer in any order: a list that the
+			// one known extends was read before it.
+			if !slices.Equal(cur.names[:len(names)], names) {
+				return fmt.Errorf("%w: class list %q and %q differ", store.ErrInconsistent, list, cur.names)
+			}
+			if len(cur.names) == len(names) {
+				s.classesOld.Store(false)
+			}
+			return nil
+		}
+		if !slices.Equal(cur.names, names[:len(cur.names)]) {
+			return fmt.Errorf("%w: class list %q does not extend %q", store.ErrInconsistent, list, cur.names)
+		}
+		if s.classes.CompareAndSwap(cur, newClassList(names)) {
+			s.classesOld.Store(false)
+			return nil
+		}
 	}
-	s.classes.Store(newClassList(names))
-	s.classesOld.Store(false)
-	return nil
 }
 
 // classList returns the registered classes, at least need of them,

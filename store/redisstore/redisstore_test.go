@@ -98,3 +98,28 @@ func BenchmarkLookupCold(b *testing.B) {
 	srv := redistest.Start(b, redistest.Binary(b, "SPAMD_REDIS_SERVER", "redis-server"))
 	storetest.BenchLookup(b, open(b, []string{srv.Addr}, Options{CacheBytes: -1}))
 }
+
+// TestClassListReplies checks that class lists read by calls that raced
+// may come back in any order: an older, shorter list leaves the longer one
+// known, and only a list that disagrees is an error.
+func TestClassListReplies(t *testing.T) {
+	srv := redisServer(t)
+	s := open(t, []string{srv.Addr}, Options{})
+	for _, tt := range []struct {
+		list string
+		ok   bool
+		want string
+	}{
+		{"spam,ham", true, "[spam ham]"},
+		{"spam", true, "[spam ham]"},
+		{"", true, "[spam ham]"},
+		{"spam,ham,news", true, "[spam ham news]"},
+		{"ham", false, "[spam ham news]"},
+		{"spam,news,ham,x", false, "[spam ham news]"},
+	} {
+		err := s.setClasses(tt.list)
+		if (err == nil) != tt.ok || fmt.Sprint(s.classes.Load().names) != tt.want {
+			t.Errorf("setClasses(%q) = %v; classes %v, want %s", tt.list, err, s.classes.Load().names, tt.want)
+		}
+	}
+}
