@@ -194,12 +194,14 @@ var errCorrupt = fmt.Errorf("%w: undecodable value", store.ErrInconsistent)
 // weight of about one, trained on a day of this century: 1+1+3+2 or
 // 1+1+3+1+3+2 bytes). Any other row is the byte 0xff, which no header of
 // the first kind is, then the values as varints (counts unsigned, weights
-// zigzag, trailing zeros dropped), then the bytes 0x80 0x00, an overlong
-// zero that no value's varint is, then the day as a varint.
+// zigzag, trailing zeros dropped), then the day as a varint, then the byte
+// 0x80, with which no varint ends.
 //
-// A row of schema 2 has no day: nothing after its values. It reads as
-// trained on the day the store was upgraded (see Store.upgraded), and
-// keeps no day until training writes it again.
+// A row of schema 2 has no day: nothing after its values, or no 0x80 at
+// its end. It reads as trained on the day the store was upgraded (see
+// Store.upgraded), and keeps no day until training writes it again. A
+// reader of schema 2 finds a row of schema 3 too long, or cut off in a
+// varint, and refuses it rather than take its day for a count.
 const rowVarint = 0xff
 
 // appendRow appends row, last trained on day, as the scripts write it.
@@ -239,8 +241,8 @@ func appendRow(dst []byte, row []uint64, day store.Day) []byte {
 			dst = binary.AppendVarint(dst, int64(v))
 		}
 	}
-	dst = append(dst, 0x80, 0)
-	return binary.AppendUvarint(dst, uint64(day))
+	dst = binary.AppendUvarint(dst, uint64(day))
+	return append(dst, 0x80)
 }
 
 // width returns the bytes value x takes in a row's short form, 4 for
@@ -309,15 +311,11 @@ func decodeRow(dst []uint64, b string) (row []uint64, day store.Day, dated bool,
 		return dst, day, len(b) > 0, nil
 	}
 	b = b[1:]
+	dated = len(b) > 0 && b[len(b)-1] == 0x80
+	if dated {
+		b = b[:len(b)-1]
+	}
 	for i := 0; len(b) > 0; i++ {
-		if len(b) >= 2 && b[0] == 0x80 && b[1] == 0 {
-			// The overlong zero: the day follows, and nothing after it.
-			d, n := binary.Uvarint([]byte(b[2:]))
-			if n <= 0 || n != len(b)-2 || d > 1<<32-1 {
-				return dst, 0, false, errCorrupt
-			}
-			return dst, store.Day(d), true, nil
-		}
 		var u uint64
 		var n int
 		// binary.Uvarint takes bytes; a short loop over the string saves
@@ -333,11 +331,20 @@ func decodeRow(dst []uint64, b string) (row []uint64, day store.Day, dated bool,
 				break
 			}
 		}
+		if dated && n == len(b) {
+			if u > 1<<32-1 {
+				return dst, 0, false, errCorrupt
+			}
+			return dst, store.Day(u), true, nil
+		}
 		if i%2 == 1 {
 			u = uint64(int64(u>>1) ^ -int64(u&1))
 		}
 		dst = append(dst, u)
 		b = b[n:]
+	}
+	if dated {
+		return dst, 0, false, errCorrupt // no day before the 0x80
 	}
 	return dst, 0, false, nil
 }

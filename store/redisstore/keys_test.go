@@ -114,17 +114,22 @@ func TestRowEncoding(t *testing.T) {
 		{[]uint64{3, neg(-65536), 0, 12}, 20417, true, 8},
 		{[]uint64{0, 0, 0, neg(-1)}, 20417, true, 4},
 		{[]uint64{1<<24 - 1, neg(-1 << 23), 255, 1<<23 - 1}, 20417, true, 13},
-		{[]uint64{1 << 24}, 20417, false, 5 + 2 + 3},
-		{[]uint64{0, neg(1 << 23)}, 0, false, 6 + 2 + 1},
-		{[]uint64{1, 0, 0, 0, 1}, 20417, false, 6 + 2 + 3},
+		{[]uint64{1 << 24}, 20417, false, 5 + 3 + 1},
+		{[]uint64{0, neg(1 << 23)}, 0, false, 6 + 1 + 1},
+		{[]uint64{1, 0, 0, 0, 1}, 20417, false, 6 + 3 + 1},
 		{[]uint64{1 << 40, neg(-(1 << 50)), 7, neg(1 << 50)}, 1<<32 - 1, false, 0},
 		{[]uint64{1<<24 - 1, 1<<23 - 1, 1<<24 - 1, 1<<23 - 1}, 20417, false, 0}, // header 0xff
-		{[]uint64{1 << 24, 0, 0, 1 << 7}, 1 << 14, false, 0},                    // varints with 0x80 bytes, a day of 0x80 0x80 0x01
+		{[]uint64{1 << 24, 0, 0, 1 << 7}, 1 << 14, false, 0},                    // varints with 0x80 bytes, the day's among them
 		{[]uint64{1 << 14, 0, 0, 0, 0, 1 << 6}, 128, false, 0},
 	} {
 		b := appendRow(nil, tt.row, tt.day)
 		if short := b[0] != rowVarint; short != tt.short || tt.size > 0 && len(b) != tt.size {
 			t.Errorf("appendRow(%v, %d) = %x: short %v, %d bytes; want %v, %d", tt.row, tt.day, b, short, len(b), tt.short, tt.size)
+		}
+		// A reader of schema 2 must refuse it: in the short form it has
+		// more than the values, in the varint form it ends inside a varint.
+		if old := schema2Row(tt.row); len(b) <= len(old) || !tt.short && b[len(b)-1] < 0x80 {
+			t.Errorf("appendRow(%v, %d) = %x, which a reader of schema 2 would take for %x", tt.row, tt.day, b, old)
 		}
 		got, day, dated, err := decodeRow(nil, string(b))
 		if err != nil || !slices.Equal(got, tt.row) || day != tt.day || !dated {
@@ -137,7 +142,7 @@ func TestRowEncoding(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "\x01", "\x01\x01\x01\x01\x01\x01\x01", "\xff\x80", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
-		"\xff\x01\x80\x00", "\xff\x01\x80\x00\x80", "\xff\x01\x80\x00\x01\x01", "\xff\x01\x80\x00\x80\x80\x80\x80\x10"} {
+		"\xff\x01\x80\x80", "\xff\x01\x80\x80\x80\x80\x10\x80"} {
 		if _, _, _, err := decodeRow(nil, bad); err == nil {
 			t.Errorf("decodeRow(%x) accepted", bad)
 		}
@@ -150,7 +155,7 @@ func schema2Row(row []uint64) string {
 	if b[0] != rowVarint {
 		return string(b[:len(b)-1]) // the day 0 is one byte
 	}
-	return string(b[:len(b)-3]) // 0x80 0x00 and the day 0
+	return string(b[:len(b)-2]) // the day 0 and 0x80
 }
 
 func FuzzDecodeRow(f *testing.F) {

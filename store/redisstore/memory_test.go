@@ -172,7 +172,9 @@ func refMemory(t *testing.T, srv *redistest.Server, s *Store, messages int) floa
 // messages of the index $SPAMD_MEMORY_INDEX (the trec07-late corpus, for
 // docs/cluster.md). It writes that model's rows into Redis in the bucket
 // layout the apply script would have grown for it, checks the result with
-// Check, and compares the memory of its buckets with one hash per token.
+// Check, and compares the memory of its buckets with one hash per token;
+// then it prunes the model to a fifth of its tokens and says how long
+// that took and what the model takes after.
 func TestModelMemory(t *testing.T) {
 	dir, index := os.Getenv("SPAMD_MEMORY_DB"), os.Getenv("SPAMD_MEMORY_INDEX")
 	if dir == "" || index == "" {
@@ -325,4 +327,26 @@ func TestModelMemory(t *testing.T) {
 	flush()
 	ref := float64(usedMemory(t, srv)-before) / float64(n)
 	t.Logf("one hash per token, counts only: %.1f bytes a token (%.1f times as much)", ref, ref/perToken)
+
+	// Pruning it to a budget of a fifth of its tokens, the least counted
+	// first: census and deletion, with what the model takes after.
+	size, err := s.UserSize(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := s.Prune(ctx, "", store.PruneRule{MaxTokens: n / 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	after, err := s.UserSize(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Prune to %d tokens: %d deleted, %d left, in %v; the model took %.1f MB, now %.1f MB", n/5, res.Tokens, res.Vocabulary,
+		took.Round(time.Millisecond), float64(size)/1e6, float64(after)/1e6)
+	if err := s.Check(ctx, ""); err != nil {
+		t.Errorf("Check after the prune: %v", err)
+	}
 }

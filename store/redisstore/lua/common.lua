@@ -61,8 +61,8 @@ end
 -- 1 to 4 bytes: struct unpacks and packs the values in one call. Any other
 -- row is the byte 255 (a header no row of the first kind has), then its
 -- values as varints (counts unsigned, weights zigzag, trailing zeros
--- dropped), then the bytes 128 0 (an overlong zero, which no value is
--- written as), then the day as a varint.
+-- dropped), then the day as a varint, then the byte 128, with which no
+-- varint ends. A row of schema 2 ends after its values.
 local FMT = {}  -- header → the values' struct format
 for h = 0, 254 do
   local w0, w1, w2, w3 = h % 4, floor(h / 4) % 4, floor(h / 16) % 4, floor(h / 64)
@@ -97,43 +97,32 @@ local function decode_row(s)
   end
   local row = {}
   local v, mul, k = 0, 1, 0
-  local j, len = 2, #s
-  while j <= len do
+  local len = #s
+  local dated = sbyte(s, len) == 128
+  if dated then len = len - 1 end
+  for j = 2, len do
     local b = sbyte(s, j)
-    if b == 0 and mul == 128 and v == 0 then
-      -- The overlong zero: the day's varint follows, and ends the row.
-      local day, m = 0, 1
-      for i = j + 1, len do
-        local c = sbyte(s, i)
-        if c >= 128 then
-          if i == len then fail('corrupt row: truncated day') end
-          day = day + (c - 128) * m
-        else
-          if i ~= len then fail('corrupt row: after the day') end
-          day = day + c * m
-        end
-        m = m * 128
-      end
-      if m == 1 or day >= P2[32] then fail('corrupt row: day') end
-      row.d = day
-      return row
-    end
     if b >= 128 then
       v = v + (b - 128) * mul
       mul = mul * 128
     else
       v = v + b * mul
-      if v > 2 * MAXEXACT then fail('corrupt row: value out of range') end
-      k = k + 1
-      if k % 2 == 0 then
-        if v % 2 == 0 then v = v / 2 else v = -(v + 1) / 2 end
+      if dated and j == len then
+        if v >= P2[32] then fail('corrupt row: day') end
+        row.d = v
+      else
+        if v > 2 * MAXEXACT then fail('corrupt row: value out of range') end
+        k = k + 1
+        if k % 2 == 0 then
+          if v % 2 == 0 then v = v / 2 else v = -(v + 1) / 2 end
+        end
+        row[k] = v
       end
-      row[k] = v
       v, mul = 0, 1
     end
-    j = j + 1
   end
   if mul ~= 1 then fail('corrupt row: truncated') end
+  if dated and row.d == nil then fail('corrupt row: no day') end
   return row
 end
 
@@ -176,10 +165,9 @@ local function encode_row(row)
     put(v)
   end
   if day then
+    put(day)
     m = m + 1
     buf[m] = 128
-    put(0)
-    put(day)
   end
   return schar(unpack_(buf, 1, m))
 end
