@@ -9,9 +9,9 @@
 // model (a bare {} does not tag), so they share one Cluster slot and a
 // script may change any of them atomically:
 //
-//	P meta             hash: schema, and the class list ("spam,ham")
-//	P{user:}t          hash: the user's totals, its bucket layout and version
-//	P{user:}s          hash: digest (32 bytes) → seen record, "CLASS [HEAD BODY]...[;MEASURE LEVEL...]"
+//	P meta             hash: schema, the class list ("spam,ham"), the day of the upgrade from schema 2
+//	P{user:}t          hash: the user's totals, its last day trained, its forgotten messages, its bucket layout and version
+//	P{user:}s          hash: digest (32 bytes) → seen record, "CLASS [HEAD BODY]...;[MEASURE LEVEL]...;DAY[ MARK]"
 //	P{user:}d          hash: the measures' samples, "CLASS.MEASURE.LEVEL" → count, and their moments
 //	P{user:}b:<hex>    hash: a bucket of token rows, hash (8 bytes) → row
 //
@@ -25,10 +25,11 @@
 // bucket keeps some 24 to 96 tokens at any model size and stays
 // listpack-encoded (hash-max-listpack-entries, 128 by default, must not be
 // lowered). A row is a count and a weight per class, in a header byte and
-// a few bytes a value (see appendRow); a token of a two-class model takes
-// some 19 to 23 bytes of Redis memory in all, where a hash per token, as
-// rspamd keeps, takes 117 to 121 (TestMemory and TestModelMemory measure
-// both).
+// a few bytes a value, then the last day the token was trained on in two
+// bytes (see appendRow); a token of a two-class model takes some 21 to 25
+// bytes of Redis memory in all, where a hash per token, as rspamd keeps,
+// takes 117 to 121 (TestMemory and TestModelMemory measure both).
+// UserSize tells what one user's model takes.
 //
 // # Training
 //
@@ -44,12 +45,28 @@
 // trained as its class changes nothing, so an Apply retried after a lost
 // connection, whatever part of it had been applied, counts nothing twice;
 // the one call in flight when the connection went may have been applied
-// without its results being returned.
+// without its results being returned. A training op sets each row it adds
+// to to the latest of the row's day and its own (Op.Day), and the totals'
+// last day likewise; its seen record keeps its day and mark.
 //
 // Classes are registered store-wide in the meta hash, in a call of their
 // own before the ops that use them (a user's script cannot reach a key of
 // another Cluster slot); a class registered by an Apply that fails later
 // stays registered, which is harmless.
+//
+// # Pruning
+//
+// Prune runs beside training nodes, in calls of some thousands of rows,
+// each one atomic script (lua/prune.lua) that judges every row of a range
+// of hashes as it is then and deletes those the plan selects, with their
+// counts from the totals. A plan with a budget needs the whole model's
+// census first, read the same way (lua/census.lua); the script gets the
+// rule and where the budget cuts, and judges as store.PrunePlan.Drop does
+// (TestPruneJudge). Seen records older than the rule's day go through
+// lua/prune_seen.lua, counted as forgotten. The prune scripts may run on
+// a Redis at maxmemory, which they relieve. A node's cache drops what a
+// prune call changed before the next call; other nodes drop it when Redis
+// tells them, as for training.
 //
 // # Reads and the node cache
 //
@@ -79,13 +96,17 @@
 // break the totals. Run Redis with maxmemory-policy noeviction; see
 // docs/cluster.md.
 //
-// # Schema 1
+// # Older schemas
 //
-// A store of schema 1, before measures, is one of schema 2 whose seen
-// records have no values and whose samples are empty: Open marks it
-// schema 2, in one atomic step. Nodes of a build that reads schema 1 then
-// refuse to open it; those running keep training without values, which
-// Check reports: upgrade every node together.
+// The store is of schema 3. Open upgrades a store of schema 1 (before
+// measures) or 2 (before days and marks) by marking it schema 3, in one
+// atomic step, and recording the day it did, once: nothing is rewritten.
+// What the old schema lacks reads as empty (values, samples, marks,
+// forgotten messages), and a row or a seen record without a day reads as
+// trained on the day of the upgrade, so that nothing old is pruned as
+// ancient the day after; training dates the rows it touches. Nodes of an
+// older build then refuse to open the store, and those running fail to
+// read the rows newer nodes write: upgrade every node together.
 //
 // # Limits
 //
@@ -95,7 +116,9 @@
 // fails. A sample's sum of squares reaches 2^53 after some 8 billion
 // messages of one class.
 // Check reads a model in many calls, not in one snapshot, and retries
-// while training changes it.
+// while training changes it. A prune deletes rows but merges no bucket:
+// a model pruned to a fraction of its size keeps its buckets, sparser,
+// until training fills them again.
 package redisstore
 
 import (
