@@ -11,6 +11,8 @@ import (
 	"github.com/spamd/spamd/store"
 )
 
+var _ store.Sizer = (*Store)(nil)
+
 // pruneBuckets is the number of buckets, at the layout Prune starts
 // from, whose rows one census or prune call reads: some thousands of rows,
 // a few milliseconds of Redis.
