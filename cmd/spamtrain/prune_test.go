@@ -8,16 +8,13 @@ import (
 	"time"
 
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/redisstore/redistest"
 )
 
-// TestPrune prunes a model with tokens and a message from 2020 on a
-// store of its own and through a daemon, with the same output either
-// way, and shows in users when each model was last trained.
-func TestPrune(t *testing.T) {
-	isolate(t)
-	d := startDaemon(t)
-	local := []string{"--db", filepath.Join(t.TempDir(), "db")}
-	remote := []string{"--api", "unix:" + d.sock}
+// oldModel writes a dump of a model with tokens and a message from 2020
+// and a token of today, and returns today and the file.
+func oldModel(t *testing.T) (store.Day, string) {
+	t.Helper()
 	today := store.DayOf(time.Now())
 	file := filepath.Join(t.TempDir(), "old.dump")
 	model := "spamd-dump 3\nuser\nclasses ham spam\n" +
@@ -29,9 +26,23 @@ func TestPrune(t *testing.T) {
 	if err := os.WriteFile(file, []byte(model), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, string) {
+	return today, file
+}
+
+// TestPrune prunes a model with tokens and a message from 2020 on a
+// store of its own and through a daemon, with the same output either
+// way, and shows in users when each model was last trained.
+func TestPrune(t *testing.T) {
+	isolate(t)
+	d := startDaemon(t)
+	local := []string{"--db", filepath.Join(t.TempDir(), "db")}
+	remote := []string{"--api", "unix:" + d.sock}
+	today, file := oldModel(t)
+	// Flags before the arguments: parsing stops at the first argument.
+	run := func(cmd string, args ...string) (string, string) {
 		t.Helper()
-		return mustRun(t, "", append(args, local...)...), mustRun(t, "", append(args, remote...)...)
+		return mustRun(t, "", append(append([]string{cmd}, local...), args...)...),
+			mustRun(t, "", append(append([]string{cmd}, remote...), args...)...)
 	}
 	mustRun(t, "", append(append([]string{"restore"}, local...), file)...)
 	mustRun(t, "", append(append([]string{"restore"}, remote...), file)...)
@@ -55,5 +66,34 @@ func TestPrune(t *testing.T) {
 		if code, _, _ := spamtrain(t, "", append(args, local...)...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestPruneRedis prunes the same model in Redis, with spamtrain --redis:
+// the same output as Badger's, a size in users, and a model that checks.
+func TestPruneRedis(t *testing.T) {
+	isolate(t)
+	t.Setenv("SPAMD_REDIS", "")
+	srv := redistest.Start(t, redistest.Binary(t, "SPAMD_REDIS_SERVER", "redis-server"))
+	today, file := oldModel(t)
+	at := []string{"--redis", srv.Addr}
+	run := func(cmd string, args ...string) string {
+		t.Helper()
+		return mustRun(t, "", append(append([]string{cmd}, at...), args...)...)
+	}
+	run("restore", file)
+	if out := run("users"); !strings.Contains(out, today.String()) || !strings.Contains(out, " MiB") {
+		t.Errorf("users:\n%s", out)
+	}
+	want := "prune: tokens seen at most 1 times, last before " + (today - 29).String() + "; seen records before " + (today - 364).String() + "\n" +
+		"(global): 1 tokens and 1 seen records deleted, 2 tokens kept\n"
+	if out := run("prune", "--days", "30", "--seen-days", "365"); out != want {
+		t.Errorf("prune: %q; want %q", out, want)
+	}
+	if out := run("prune", "--max-tokens", "1"); !strings.Contains(out, "(global): 1 tokens and 0 seen records deleted, 1 tokens kept") {
+		t.Errorf("prune --max-tokens: %q", out)
+	}
+	if out := run("check"); !strings.Contains(out, "(global): ok") {
+		t.Errorf("check: %q", out)
 	}
 }
