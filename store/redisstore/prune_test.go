@@ -392,3 +392,35 @@ func TestUserSize(t *testing.T) {
 	}
 	t.Logf("%d rows: %d bytes; after a prune: %d bytes", tot.rows, size, after)
 }
+
+// TestCheckForgotten checks that Check counts the messages Prune forgot
+// with the seen records, and reports totals that disagree with them.
+func TestCheckForgotten(t *testing.T) {
+	srv := redisServer(t)
+	s := open(t, []string{srv.Addr}, Options{NoStaleReads: true})
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, "u", []store.Op{
+		storetest.TrainOn("m1", "spam", 10, 0, map[bow.Hash]uint32{1: 1}),
+		storetest.TrainOn("m2", "ham", 20, 0, map[bow.Hash]uint32{2: 1}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Prune(ctx, "u", store.PruneRule{SeenBefore: 15}); err != nil || res.Seen != 1 {
+		t.Fatalf("Prune = %+v, %v", res, err)
+	}
+	if got, _ := srv.Command("HGET", s.keys.totals("u"), "fgt"); got != "1" {
+		t.Errorf("forgotten messages in the totals: %q, want \"1\"", got)
+	}
+	if err := s.Check(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Command("HSET", s.keys.totals("u"), "fgt", "0 1"); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Check(ctx, "u")
+	for _, want := range []string{`class "spam": totals say 1 messages, 0 seen records and 0 forgotten`, `class "ham": totals say 1 messages, 1 seen records and 1 forgotten`} {
+		if !errors.Is(err, store.ErrInconsistent) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check with forgotten messages off: %v; want %s", err, want)
+		}
+	}
+}
