@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/spamd/spamd/store/redisstore/redistest"
 )
 
 // TestCheckCatchesCorruptSamples trains the sample corpus, whose messages'
@@ -85,7 +87,7 @@ func TestCheckCatchesCorruptSamples(t *testing.T) {
 // that holds one message as ham and as spam under two digests, as a store
 // written before a report's digest ignored what delivery added could:
 // the two seen records share the message's mark, and check says so, on
-// the store and through the daemon.
+// a Badger store, through the daemon and on a Redis store.
 func TestCheckFindsATwiceTrainedMessage(t *testing.T) {
 	isolate(t)
 	d := startDaemon(t)
@@ -98,7 +100,10 @@ func TestCheckFindsATwiceTrainedMessage(t *testing.T) {
 	if err := os.WriteFile(file, []byte(model), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, where := range [][]string{{"--db", filepath.Join(t.TempDir(), "db")}, {"--api", "unix:" + d.sock}} {
+	srv := redistest.Start(t, redistest.Binary(t, "SPAMD_REDIS_SERVER", "redis-server"))
+	t.Setenv("SPAMD_REDIS", "")
+	for _, where := range [][]string{{"--db", filepath.Join(t.TempDir(), "db")}, {"--api", "unix:" + d.sock}, {"--redis", srv.Addr}} {
+		// Flags before the file: parsing stops at the first argument.
 		mustRun(t, "", append(append([]string{"restore"}, where...), file)...)
 		code, out, _ := spamtrain(t, "", append([]string{"check"}, where...)...)
 		if code != 1 || !strings.Contains(out, `message 5d41402abc4b2a76 trained as "ham" (digest abababababababab) and as "spam" (digest cdcdcdcdcdcdcdcd)`) {
