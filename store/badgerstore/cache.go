@@ -148,6 +148,13 @@ func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []st
 	return true
 }
 
+// reserve makes room for n more tokens at once (tokencache.Table.Reserve).
+func (c *cache) reserve(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens.Reserve(n)
+}
+
 // room returns how many tokens one generation of the table holds.
 func (c *cache) room() int { return c.tokens.Room() }
 

@@ -247,6 +247,24 @@ func (t *Table) Put(id uint32, h bow.Hash, v []uint64) {
 	}
 }
 
+// Reserve grows the current generation, within the table's bound, to hold
+// n more entries without growing again: warming a model of known size
+// then fills it once, where doubling would move every entry anew at each
+// step, a random access each.
+func (t *Table) Reserve(n int) {
+	need := min((t.n+n)*4/3+4, t.maxSlots)
+	if need <= len(t.cur) {
+		return
+	}
+	prev := t.cur
+	t.cur = make([]entry, max(need, minSlots))
+	for i := range prev {
+		if e := &prev[i]; e.user != 0 {
+			*probe(t.cur, e.user, e.hash) = *e
+		}
+	}
+}
+
 // grow doubles cur, up to its bound, or, at the bound, makes it old and
 // starts anew.
 func (t *Table) grow() {

@@ -278,3 +278,43 @@ func TestRotations(t *testing.T) {
 		t.Errorf("after Reset: rotations %d, entry %v", tt.Rotations(), tt.Has(1, 5))
 	}
 }
+
+// TestReserve checks that a reserved table takes as many entries as it
+// was told without growing, keeps what it had, and stays in its bound.
+func TestReserve(t *testing.T) {
+	tests := []struct {
+		name      string
+		bytes     int64
+		had, more int
+	}{
+		{"empty", 64 << 20, 0, 100000},
+		{"with entries", 64 << 20, 5000, 50000},
+		{"beyond the bound", 1 << 20, 0, 1 << 20},
+		{"off", 0, 0, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tab := New(tt.bytes)
+			for i := range tt.had {
+				tab.Put(1, bow.Hash(i), []uint64{uint64(i + 1)})
+			}
+			tab.Reserve(tt.more)
+			slots := len(tab.cur)
+			if slots > tab.maxSlots {
+				t.Fatalf("%d slots, bound %d", slots, tab.maxSlots)
+			}
+			fits := min(tt.more, tab.Room()-tt.had)
+			for i := range fits {
+				tab.Put(2, bow.Hash(i), []uint64{uint64(i + 1)})
+			}
+			if len(tab.cur) != slots {
+				t.Errorf("grew from %d to %d slots for %d reserved entries", slots, len(tab.cur), tt.more)
+			}
+			for i := range tt.had {
+				if r, ok, _ := tab.Get(1, bow.Hash(i)); !ok || r.Len() != 1 {
+					t.Fatalf("entry %d lost", i)
+				}
+			}
+		})
+	}
+}
