@@ -17,23 +17,32 @@ import (
 	"github.com/spamd/spamd/store"
 )
 
-// TestMaintenanceUnderLoad runs check, compact, dump, delete-user and
-// restore through the API of a daemon while milter sessions send mail
-// without a pause: every message is answered, and the store is
-// consistent afterwards.
-func TestMaintenanceUnderLoad(t *testing.T) {
+// maintainedDaemon starts a daemon on a store, a milter socket and an API
+// socket of its own, with extra appended to its configuration, and
+// returns a client of its API, once it answers, and the milter's socket.
+func maintainedDaemon(t *testing.T, extra string) (*control.Client, string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
 	sock := filepath.Join(dir, "milter.sock")
-	write(t, path, fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n",
-		filepath.Join(dir, "db"), sock, filepath.Join(dir, "api.sock")))
+	write(t, path, fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n%s",
+		filepath.Join(dir, "db"), sock, filepath.Join(dir, "api.sock"), extra))
 	runDaemon(t, options{config: path}, nil)
 	api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(context.Background()) == nil })
+	return api, sock
+}
+
+// TestMaintenanceUnderLoad runs check, compact, dump, delete-user,
+// restore and prune through the API of a daemon while milter sessions
+// send mail without a pause: every message is answered, and the store is
+// consistent afterwards.
+func TestMaintenanceUnderLoad(t *testing.T) {
+	api, sock := maintainedDaemon(t, "")
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
 	spam, ham := trainSample(t, api)
 	// The milter's recipient has a model of its own, which the load
 	// reads while it is deleted and restored.
@@ -152,18 +161,8 @@ func oldModel(today store.Day) string {
 // rare token not seen for years and the old seen record go, the rest
 // stays, and the model stays consistent.
 func TestScheduledPrune(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.toml")
-	write(t, path, fmt.Sprintf("[store]\ndir = %q\n[milter]\nlisten = \"unix:%s\"\n[api]\nsocket = %q\n[metrics]\nlisten = \"\"\n"+
-		"[prune]\nevery = \"1s\"\ndays = 30\ncount = 1\nseen_days = 365\n",
-		filepath.Join(dir, "db"), filepath.Join(dir, "milter.sock"), filepath.Join(dir, "api.sock")))
-	runDaemon(t, options{config: path}, nil)
-	api, err := control.NewClient("unix:"+filepath.Join(dir, "api.sock"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	api, _ := maintainedDaemon(t, "[prune]\nevery = \"1s\"\ndays = 30\ncount = 1\nseen_days = 365\n")
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the API", func() bool { return api.Health(ctx) == nil })
 	if _, err := api.Restore(ctx, strings.NewReader(oldModel(store.DayOf(time.Now()))), nil, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,15 @@ func (u *userList) Set(v string) error {
 	return nil
 }
 
+// in returns the users the list names, or every user of st with a model
+// when it names none.
+func (u *userList) in(ctx context.Context, st store.Store) ([]string, error) {
+	if u.set {
+		return u.names, nil
+	}
+	return st.Users(ctx)
+}
+
 // wants reports whether the list names user, or is empty (every user).
 func (u *userList) wants(user string) bool { return !u.set || slices.Contains(u.names, user) }
 
@@ -76,11 +85,9 @@ func runDump(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	names := a.users.names
-	if !a.users.set {
-		if names, err = st.Users(ctx); err != nil {
-			return err
-		}
+	names, err := a.users.in(ctx, st)
+	if err != nil {
+		return err
 	}
 	return writeDump(a.out, a.gz, e.stdout, func(w *dump.Writer) error {
 		for _, u := range names {

@@ -53,11 +53,9 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	users := a.users.names
-	if !a.users.set {
-		if users, err = st.Users(ctx); err != nil {
-			return err
-		}
+	users, err := a.users.in(ctx, st)
+	if err != nil {
+		return err
 	}
 	out := control.PruneResult{Rule: a.rule.String()}
 	for _, u := range users {
