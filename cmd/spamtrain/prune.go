@@ -23,7 +23,7 @@ func parsePruneArgs(e *env, args []string) (*pruneArgs, error) {
 	a := &pruneArgs{}
 	a.mf.registerStore(fs)
 	fs.Var(&a.users, "user", "user whose model to prune, repeatable; \"\" is the global model (default: every model)")
-	count := fs.Uint64("count", 1, "with --days: prune tokens seen at most this many times in all")
+	count := fs.Uint64("count", 1, "with --days: prune tokens seen at most `K` times in all")
 	days := fs.Int("days", 0, "prune tokens (seen at most --count times) that no message trained in the last `N` days had")
 	seenDays := fs.Int("seen-days", 0, "delete the seen records of messages trained more than `N` days ago; they can no longer be relabeled or forgotten")
 	maxTokens := fs.Uint64("max-tokens", 0, "keep at most `N` tokens per model, the least used and oldest going first")
