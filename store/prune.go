@@ -16,7 +16,9 @@ type PruneRule struct {
 	// classes add up to at most MaxCount and that was last trained before
 	// the day Before goes. Tokens seen a few times long ago carry little:
 	// the model would barely miss them, and they are most of a model's
-	// rows. Before 0 turns the rule off.
+	// rows. Before 0 turns the rule off. A row of day 0, whose day is
+	// unknown (restored from a dump of version 1 or 2), is never old: it
+	// goes by the budget alone until training gives it a day.
 	MaxCount uint64
 	Before   Day
 	// MaxTokens, when not 0, is the budget: while more than MaxTokens
@@ -26,9 +28,10 @@ type PruneRule struct {
 	// a little below the budget, never above it.
 	MaxTokens uint64
 	// SeenBefore, when not 0, deletes the seen records of messages trained
-	// before that day. Their counts stay in the model, but they can no
-	// longer be untrained: a later report of one such message as the other
-	// class trains it as new, leaving it counted in both classes.
+	// before that day, but not those of day 0, whose day is unknown.
+	// Their counts stay in the model, but they can no longer be
+	// untrained: a later report of one such message as the other class
+	// trains it as new, leaving it counted in both classes.
 	SeenBefore Day
 }
 
@@ -39,9 +42,11 @@ func (r PruneRule) Zero() bool { return r.Before == 0 && r.MaxTokens == 0 && r.S
 func (r PruneRule) Tokens() bool { return r.Before != 0 || r.MaxTokens != 0 }
 
 // ages reports whether the age rule selects a row of total counts last
-// trained on day.
+// trained on day. Day 0 is no day: an old dump's rows have it, and
+// deleting them all as ancient would empty a restored model of its rare
+// tokens the first time it is pruned.
 func (r PruneRule) ages(total uint64, day Day) bool {
-	return r.Before != 0 && total <= r.MaxCount && day < r.Before
+	return r.Before != 0 && total <= r.MaxCount && day != 0 && day < r.Before
 }
 
 // PruneResult says what Prune did.
@@ -139,8 +144,9 @@ func (p PrunePlan) Drop(c Counts, day Day) bool {
 	return total < p.cut.total || total == p.cut.total && day <= p.cut.day
 }
 
-// DropSeen reports whether the plan deletes a seen record of day.
-func (p PrunePlan) DropSeen(day Day) bool { return day < p.rule.SeenBefore }
+// DropSeen reports whether the plan deletes a seen record of day; one of
+// day 0 has no known day and stays, as a row of day 0 does.
+func (p PrunePlan) DropSeen(day Day) bool { return day != 0 && day < p.rule.SeenBefore }
 
 // String describes the rule in words, for logs and the CLI.
 func (r PruneRule) String() string {

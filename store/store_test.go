@@ -106,4 +106,12 @@ func TestAgeRule(t *testing.T) {
 	if !plan.Drop(store.Counts{1, 0}, 70) || plan.Drop(store.Counts{1, 0}, 71) || plan.Drop(store.Counts{2, 0}, 1) {
 		t.Errorf("plan of %+v drops the wrong tokens", r)
 	}
+	// Day 0 is no day: a row or seen record restored from a dump of
+	// before days is never old.
+	if plan.Drop(store.Counts{1, 0}, 0) {
+		t.Errorf("plan of %+v drops a token of no day", r)
+	}
+	if seen := store.AgeRule(100, 1, 0, 30, 0).Plan(&store.PruneCensus{}); seen.DropSeen(0) || !seen.DropSeen(70) || seen.DropSeen(71) {
+		t.Errorf("plan of seen records before day 71 judges wrong")
+	}
 }

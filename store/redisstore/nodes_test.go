@@ -290,7 +290,7 @@ func TestACL(t *testing.T) {
 	}
 	s := open(t, []string{srv.Addr}, Options{Prefix: "spamd:", Username: "spamd", Password: "s3cret", NoStaleReads: true})
 	ctx := context.Background()
-	if _, err := s.Apply(ctx, "u", []store.Op{storetest.Train("m1", "spam", map[bow.Hash]uint32{1: 1})}); err != nil {
+	if _, err := s.Apply(ctx, "u", []store.Op{storetest.TrainOn("m1", "spam", 1, 0, map[bow.Hash]uint32{1: 1})}); err != nil {
 		t.Fatal(err)
 	}
 	storetest.Expect(t, s, "u", storetest.State{
@@ -306,7 +306,7 @@ func TestACL(t *testing.T) {
 	if n, err := s.UserSize(ctx, "u"); err != nil || n == 0 {
 		t.Errorf("UserSize = %d, %v", n, err)
 	}
-	if res, err := s.Prune(ctx, "u", store.PruneRule{MaxCount: 1, Before: 1, MaxTokens: 1, SeenBefore: 1}); err != nil || res.Tokens != 1 || res.Seen != 1 {
+	if res, err := s.Prune(ctx, "u", store.PruneRule{MaxCount: 1, Before: 2, MaxTokens: 1, SeenBefore: 2}); err != nil || res.Tokens != 1 || res.Seen != 1 {
 		t.Errorf("Prune = %+v, %v", res, err)
 	}
 	// Keys outside the prefix are out of reach.

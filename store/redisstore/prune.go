@@ -317,7 +317,7 @@ func (s *Store) pruneSeen(ctx context.Context, user string, before store.Day) (u
 			if err != nil {
 				continue // Check reports it; the script fails on it
 			}
-			if s.day(rec.day, rec.dated) < before {
+			if d := s.day(rec.day, rec.dated); d != 0 && d < before {
 				batch = append(batch, e.Elements[j])
 			}
 			if len(batch) == pruneSeenBatch {

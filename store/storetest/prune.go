@@ -208,6 +208,31 @@ func contains(hs []bow.Hash, h bow.Hash) bool {
 	return false
 }
 
+// testPruneNoDay checks that rows and seen records of day 0, which is no
+// day (a model restored from a dump of before days), are never old to the
+// age rule, while the budget still takes such rows first among equals.
+func testPruneNoDay(t *testing.T, open Opener) {
+	ctx := context.Background()
+	s := openClosing(t, open)
+	if _, err := s.Apply(ctx, "u", []store.Op{
+		TrainOn("old", "spam", 0, 0, map[bow.Hash]uint32{1: 1, 2: 1}),
+		TrainOn("new", "ham", 50, 0, map[bow.Hash]uint32{3: 1}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Prune(ctx, "u", store.PruneRule{MaxCount: 10, Before: 100, SeenBefore: 100})
+	if err != nil || res != (store.PruneResult{Tokens: 1, Seen: 1, Vocabulary: 2}) {
+		t.Fatalf("age rule: Prune = %+v, %v; want token 3 and message new gone alone", res, err)
+	}
+	res, err = s.Prune(ctx, "u", store.PruneRule{MaxTokens: 1})
+	if err != nil || res != (store.PruneResult{Tokens: 2, Vocabulary: 0}) {
+		t.Errorf("budget: Prune = %+v, %v; want both tokens of day 0 gone (they tie)", res, err)
+	}
+	if err := s.Check(ctx, "u"); err != nil {
+		t.Error(err)
+	}
+}
+
 // testPruneConcurrent prunes a model to a budget again and again while
 // two writers train and forget, and checks that the totals stay exact
 // and the budget kept whenever the writers pause.

@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("delete user", func(t *testing.T) { testDeleteUser(t, open) })
 	t.Run("days and marks", func(t *testing.T) { testDays(t, open) })
 	t.Run("prune", func(t *testing.T) { testPrune(t, open) })
+	t.Run("prune of what has no day", func(t *testing.T) { testPruneNoDay(t, open) })
 	t.Run("prune while training", func(t *testing.T) { testPruneConcurrent(t, open) })
 	t.Run("class order", func(t *testing.T) { testClassOrder(t, open) })
 	t.Run("users are isolated", func(t *testing.T) { testIsolation(t, open) })

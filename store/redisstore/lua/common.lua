@@ -292,7 +292,8 @@ local function prune_drops(plan, row, day)
     -- Weights alone, the message that brought the token untrained.
     return plan.tokens
   end
-  if plan.before ~= 0 and total <= plan.maxcount and day < plan.before then
+  -- Day 0 is no day (a row restored from an old dump): never old.
+  if plan.before ~= 0 and total <= plan.maxcount and day ~= 0 and day < plan.before then
     return true
   end
   if not plan.budget then return false end

@@ -1,5 +1,6 @@
--- prune_seen: deletes the seen records of messages trained before a day,
--- among the digests given, each judged as it is now: it counts each as
+-- prune_seen: deletes the seen records of messages trained before a day
+-- (not those of day 0, whose day is unknown), among the digests given,
+-- each judged as it is now: it counts each as
 -- forgotten in its class and takes its values out of the samples, as
 -- untraining does (its counts stay in the model). Every record is read
 -- and judged before anything is written.
@@ -34,7 +35,9 @@ for i = 3, #ARGV do
   local rec = rcall('HGET', sk, d)
   if rec then
     local cls, _, vals, day = parse_seen(rec)
-    if (day or upday) < before then
+    day = day or upday
+    -- Day 0 is no day (a record restored from an old dump): it stays.
+    if day ~= 0 and day < before then
       gone[#gone + 1] = d
       fgt[cls + 1] = (fgt[cls + 1] or 0) + 1
       for j = 1, #vals, 2 do
