@@ -520,6 +520,7 @@ func TestPeerCredentials(t *testing.T) {
 			}
 			var got struct {
 				Train, Classify, ClassifyGlobal, Report, Users, Dump, Delete int
+				Prune, Check                                                 int
 				History, HistoryRcpts, HistoryOther                          int
 				SetPrefs, GetPrefs, SetDomain                                int
 				Decide                                                       int
@@ -541,6 +542,9 @@ func TestPeerCredentials(t *testing.T) {
 			// Maintenance reads and changes every model: the admins'.
 			if want := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[len(tt.admins) > 0]; got.Dump != want || got.Delete != want {
 				t.Errorf("dump %d, delete-user %d; want %d", got.Dump, got.Delete, want)
+			}
+			if want := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[len(tt.admins) > 0]; got.Prune != want || got.Check != want {
+				t.Errorf("prune %d, check %d; want %d", got.Prune, got.Check, want)
 			}
 			// The history: an admin sees every message, another account
 			// only the mail of its own user, without the other recipients.
@@ -609,6 +613,9 @@ func TestHelperPeer(t *testing.T) {
 	_, terr := c.Train(ctx, user, []Item{{Class: filter.Spam, Message: msg}})
 	derr := c.Dump(ctx, nil, io.Discard)
 	_, xerr := c.DeleteUsers(ctx, []string{"nobody-has-this-model"})
+	// Every model, or bob's: an admin's to change, no other account's.
+	_, pruneErr := c.Prune(ctx, []string{"bob@example.org"}, store.PruneRule{MaxTokens: 1 << 20})
+	_, checkErr := c.Check(ctx)
 	_, rerr := c.Report(ctx, user, filter.Spam, "", msg)
 	report := http.StatusAccepted // what the client answers nil for
 	if rerr != nil {
@@ -630,6 +637,7 @@ func TestHelperPeer(t *testing.T) {
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"Train": status(terr), "Classify": status(cerr), "ClassifyGlobal": status(gerr),
 		"Decide": status(decerr),
 		"Report": report, "Users": len(st.Users), "Dump": status(derr), "Delete": status(xerr),
+		"Prune": status(pruneErr), "Check": status(checkErr),
 		"History": len(h.Entries), "HistoryRcpts": rcpts, "HistoryOther": status(oerr),
 		"SetPrefs": status(perr), "GetPrefs": status(gperr), "SetDomain": status(dperr)})
 	io.WriteString(os.Stdout, "\n")
