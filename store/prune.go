@@ -24,8 +24,11 @@ type PruneRule struct {
 	// MaxTokens, when not 0, is the budget: while more than MaxTokens
 	// tokens are left, tokens go in ascending order of their total count
 	// and then of their last day, the least used and the oldest first.
-	// Tokens that tie with the last one to go all go, so a model may end
-	// a little below the budget, never above it.
+	// Tokens that tie with the last one to go all go, so a model ends
+	// below the budget, never above it: a little below when its tokens
+	// were trained over many days, far below when most were trained on
+	// one day (a first training), where every token seen once that day
+	// ties.
 	MaxTokens uint64
 	// SeenBefore, when not 0, deletes the seen records of messages trained
 	// before that day, but not those of day 0, whose day is unknown.
