@@ -78,7 +78,7 @@ type pruneKey struct {
 // is not part of the vocabulary), is left out by the caller's rule:
 // Add takes the rule to know.
 func (p *PruneCensus) Add(r PruneRule, c Counts, day Day) {
-	total, any := Total(c)
+	total, any := countTotal(c)
 	if !any || r.ages(total, day) {
 		return
 	}
@@ -89,9 +89,9 @@ func (p *PruneCensus) Add(r PruneRule, c Counts, day Day) {
 	p.n++
 }
 
-// Total returns the sum of c's counts over its classes, and whether any
+// countTotal returns the sum of c's counts over its classes, and whether any
 // is not zero.
-func Total(c Counts) (uint64, bool) {
+func countTotal(c Counts) (uint64, bool) {
 	var t uint64
 	for i := 0; i < len(c); i += 2 {
 		t += c[i]
@@ -132,7 +132,7 @@ func (r PruneRule) Plan(census *PruneCensus) PrunePlan {
 // Drop reports whether the plan deletes a row of counts c last trained on
 // day, as the row is now.
 func (p PrunePlan) Drop(c Counts, day Day) bool {
-	total, any := Total(c)
+	total, any := countTotal(c)
 	if !any {
 		// Weights whose counts went back to zero (the message that
 		// brought the token untrained): nothing to keep them for.
@@ -145,6 +145,13 @@ func (p PrunePlan) Drop(c Counts, day Day) bool {
 		return false
 	}
 	return total < p.cut.total || total == p.cut.total && day <= p.cut.day
+}
+
+// Cut returns the last (total count, last day) the budget deletes, in
+// the order of total then day, and whether it deletes any: what a backend
+// that judges rows elsewhere (a Redis script) needs besides the rule.
+func (p PrunePlan) Cut() (total uint64, day Day, ok bool) {
+	return p.cut.total, p.cut.day, p.budget
 }
 
 // DropSeen reports whether the plan deletes a seen record of day; one of

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -71,22 +70,10 @@ type pruneCut struct {
 	dayOfNone store.Day // the day of a row of schema 2
 }
 
-// cutOf returns the plan of rule for a model whose rows the census
-// counted, as the prune script takes it. The budget's cut is the largest
-// (total, day), in the order of total then day, of the rows the census
-// counted that the plan drops: the plan's cut is one of them, and the
-// plan drops no row counted above it. days lists the (total, day) of the
-// rows counted.
-func cutOf(rule store.PruneRule, plan store.PrunePlan, counted map[[2]uint64]bool) pruneCut {
+// cutOf returns plan, of rule, as the prune script takes it.
+func cutOf(rule store.PruneRule, plan store.PrunePlan) pruneCut {
 	pc := pruneCut{rule: rule}
-	for k := range counted {
-		if !plan.Drop(store.Counts{k[0]}, store.Day(k[1])) {
-			continue
-		}
-		if !pc.budget || cmp.Or(cmp.Compare(k[0], pc.total), cmp.Compare(store.Day(k[1]), pc.day)) > 0 {
-			pc.budget, pc.total, pc.day = true, k[0], store.Day(k[1])
-		}
-	}
+	pc.total, pc.day, pc.budget = plan.Cut()
 	return pc
 }
 
@@ -138,22 +125,15 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (s
 	}
 	res.Vocabulary = t0.vocabulary
 	var census store.PruneCensus
-	counted := make(map[[2]uint64]bool)
 	if rule.MaxTokens != 0 {
-		// What the census counts is also kept as the set of its (total,
-		// day), for cutOf.
-		ageRule := store.PruneRule{MaxCount: rule.MaxCount, Before: rule.Before}.Plan(&store.PruneCensus{})
 		err := s.censusPass(ctx, user, t0.layout, func(row store.Counts, day store.Day) {
 			census.Add(rule, row, day)
-			if total, any := store.Total(row); any && !ageRule.Drop(row, day) {
-				counted[[2]uint64{total, uint64(day)}] = true
-			}
 		})
 		if err != nil {
 			return res, fmt.Errorf("prune %q: census: %w", user, err)
 		}
 	}
-	cut := cutOf(rule, rule.Plan(&census), counted)
+	cut := cutOf(rule, rule.Plan(&census))
 	cut.dayOfNone = s.upgraded
 	if rule.Tokens() {
 		for _, r := range ranges(t0.layout, pruneBuckets) {
