@@ -883,6 +883,11 @@ func (c Config) Validate() error {
 	if p := c.Prune; p.Days < 0 || p.SeenDays < 0 || p.Count < 0 {
 		return bad("prune", "days, seen_days and count must not be negative (days %d, seen_days %d, count %d)", p.Days, p.SeenDays, p.Count)
 	}
+	if p := c.Prune; p.Days > 0 && p.Count < 1 {
+		// No token is seen 0 times: such a rule would delete nothing
+		// every day, and say it did.
+		return bad("prune.count", "must be at least 1 with days, not %d", p.Count)
+	}
 	if co := c.Console; co.Enabled {
 		switch {
 		case co.Listen != "":

@@ -291,6 +291,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"huge history", "[history]\nsize = 1000001", "history.size"},
 		{"history message memory", "[history]\nmessage_mb = -1", "history.message_mb"},
 		{"relative history file", "[history]\nfile = \"history.jsonl\"", "history.file"},
+		{"prune of tokens seen 0 times", "[prune]\ndays = 30\ncount = 0", "prune.count"},
+		{"negative prune days", "[prune]\ndays = -1", "prune"},
 		{"console without a listener", "[console]\nenabled = true\n[api]\ntoken_file = \"/t\"", "console.listen"},
 		{"console without a token", "[console]\nenabled = true\nlisten = \"127.0.0.1:11335\"", "api.token_file"},
 		{"console not loopback", "[console]\nenabled = true\nlisten = \"0.0.0.0:11335\"\n[api]\ntoken_file = \"/t\"", "console.listen"},

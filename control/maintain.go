@@ -397,6 +397,9 @@ func pruneRuleParam(q url.Values) (store.PruneRule, error) {
 	if err == nil && r.Zero() {
 		err = errors.New("the rule deletes nothing: give before, seen_before or max_tokens")
 	}
+	if err == nil && r.Before != 0 && r.MaxCount == 0 {
+		err = errors.New("count: 0 with before prunes no token (none is seen 0 times): give 1 or more")
+	}
 	return r, err
 }
 

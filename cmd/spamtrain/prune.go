@@ -36,6 +36,9 @@ func parsePruneArgs(e *env, args []string) (*pruneArgs, error) {
 	if *days < 0 || *seenDays < 0 {
 		return nil, fmt.Errorf("%w: --days and --seen-days count days from today: give 1 or more", errUsage)
 	}
+	if *days > 0 && *count == 0 {
+		return nil, fmt.Errorf("%w: --count 0 prunes no token (none is seen 0 times): give 1 or more", errUsage)
+	}
 	a.rule = store.AgeRule(store.DayOf(time.Now()), *count, *days, *seenDays, *maxTokens)
 	if a.rule.Zero() {
 		return nil, fmt.Errorf("%w: prune needs --days, --seen-days or --max-tokens", errUsage)

@@ -62,7 +62,7 @@ func TestPrune(t *testing.T) {
 		t.Errorf("prune --max-tokens: local %q, through the daemon %q", l, r)
 	}
 	run("check")
-	for _, args := range [][]string{{"prune"}, {"prune", "--days", "-1"}, {"prune", "x", "--days", "1"}} {
+	for _, args := range [][]string{{"prune"}, {"prune", "--days", "-1"}, {"prune", "x", "--days", "1"}, {"prune", "--days", "30", "--count", "0"}} {
 		if code, _, _ := spamtrain(t, "", append(args, local...)...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
