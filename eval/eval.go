@@ -221,6 +221,9 @@ func (o *Options) check() error {
 	if o.Prune.Days < 0 || o.Prune.SeenDays < 0 {
 		return fmt.Errorf("%w: prune days %d and seen days %d: want 0 or more", ErrOptions, o.Prune.Days, o.Prune.SeenDays)
 	}
+	if o.Prune.Days > 0 && o.Prune.Count == 0 {
+		return fmt.Errorf("%w: a prune of tokens seen at most 0 times prunes none: want a count of 1 or more", ErrOptions)
+	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -367,5 +368,9 @@ func TestOnlinePrune(t *testing.T) {
 	o.Prune = PruneSchedule{Days: 3}
 	if _, err := Run(ctx, c, filter.DefaultConfig(), o); err == nil {
 		t.Error("a daily prune in a split run is not refused")
+	}
+	o.Mode = "online"
+	if _, err := Run(ctx, c, filter.DefaultConfig(), o); !errors.Is(err, ErrOptions) {
+		t.Errorf("a daily prune of tokens seen at most 0 times: %v, want ErrOptions", err)
 	}
 }
