@@ -699,15 +699,7 @@ func (c *nodeCache) applied(user string, hashes []bow.Hash, tot *totals) {
 			}
 		}
 	}
-	uc.totSeq++
-	if !c.off && (uc.tot == nil || tot.version >= uc.tot.version) {
-		uc.tot, uc.totOK = tot, true
-	} else {
-		uc.totOK = false
-	}
-	// The samples the call changed are read again.
-	uc.sampOK = false
-	uc.sampSeq++
+	c.wroteLocked(uc, tot)
 }
 
 // pruned records what a prune call for user wrote: rows deleted from
@@ -724,6 +716,13 @@ func (c *nodeCache) pruned(user string, buckets []uint64, tot *totals) {
 			return
 		}
 	}
+	c.wroteLocked(uc, tot)
+}
+
+// wroteLocked takes tot, the totals a call of this node wrote, unless
+// newer ones are known, and has the samples, which the call may have
+// changed, read again.
+func (c *nodeCache) wroteLocked(uc *userCache, tot *totals) {
 	uc.totSeq++
 	if !c.off && (uc.tot == nil || tot.version >= uc.tot.version) {
 		uc.tot, uc.totOK = tot, true
