@@ -132,9 +132,10 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 	}
 	o := f.cfg.Bag
 	o.KeepNames = names
+	digest, mark := tokenize.Identify(raw)
 	return Prepared{
-		Digest:    tokenize.Digest(raw),
-		Mark:      tokenize.Mark(raw),
+		Digest:    digest,
+		Mark:      mark,
 		Bag:       bow.NewSplit(res.Tokens, res.Header, o),
 		Lang:      res.Lang,
 		Truncated: res.Truncated,

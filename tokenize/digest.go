@@ -27,13 +27,15 @@ var digestFields = [...]string{"message-id", "date", "from", "to", "subject"}
 // before or after trace fields were prepended. It reads raw in place and
 // allocates nothing in proportion to its size.
 func Digest(raw []byte) [32]byte {
-	return digest(raw, digestFields[:], nil)
+	d, _ := identify(raw, false)
+	return d
 }
 
-// markFields are the fields Mark hashes: those no MTA, filter or
-// delivery agent rewrites. Subject is left out, since a filter may tag
-// it, and To, which a list or an alias may rewrite.
-var markFields = [...]string{"message-id", "date", "from"}
+// markFields are the fields Mark hashes, the first three of digestFields:
+// those no MTA, filter or delivery agent rewrites. Subject is left out,
+// since a filter may tag it, and To, which a list or an alias may
+// rewrite.
+const markFields = 3
 
 // Mark identifies a message as every copy of it is marked, however the
 // path changed its headers: the first 8 bytes of SHA-256 over its
@@ -41,21 +43,19 @@ var markFields = [...]string{"message-id", "date", "from"}
 // does. It is 0 for a message without a Message-ID, whose copies could
 // not be told from other messages of the same body.
 func Mark(raw []byte) uint64 {
-	var id []byte
-	sum := digest(raw, markFields[:], &id)
-	if len(bytes.TrimSpace(id)) == 0 {
-		return 0
-	}
-	m := uint64(0)
-	for _, b := range sum[:8] {
-		m = m<<8 | uint64(b)
-	}
-	return max(m, 1)
+	_, m := identify(raw, true)
+	return m
 }
 
-// digest hashes fields and the body of raw; id, if not nil, is set to
-// the first field's value.
-func digest(raw []byte, fields []string, id *[]byte) [32]byte {
+// Identify returns Digest(raw) and Mark(raw), reading raw once.
+func Identify(raw []byte) (digest [32]byte, mark uint64) {
+	return identify(raw, true)
+}
+
+// identify returns the digest of raw and, if mark is set, its mark: the
+// fields of each go to a hash of its own, the normalized body, written
+// once, to both.
+func identify(raw []byte, mark bool) (digest [32]byte, m uint64) {
 	raw = skipFromLine(raw)
 	var values [len(digestFields)][]byte
 	var lname [32]byte
@@ -70,7 +70,7 @@ func digest(raw []byte, fields []string, id *[]byte) [32]byte {
 				continue
 			}
 			ln := lowerASCII(lname[:0], name)
-			for i, f := range fields {
+			for i, f := range digestFields {
 				if values[i] == nil && string(ln) == f {
 					values[i] = value
 				}
@@ -78,32 +78,50 @@ func digest(raw []byte, fields []string, id *[]byte) [32]byte {
 		}
 		body = r.rest()
 	}
-	if id != nil {
-		*id = values[0]
-	}
 
-	h := sha256.New()
-	w := digestWriter{h: h}
-	for i, f := range fields {
+	hd := sha256.New()
+	w := digestWriter{hs: []hash.Hash{hd}}
+	w.fields(values[:], len(digestFields))
+	var hm hash.Hash
+	if mark = mark && len(bytes.TrimSpace(values[0])) > 0; mark {
+		hm = sha256.New()
+		w.hs = []hash.Hash{hm}
+		w.fields(values[:], markFields)
+		w.hs = []hash.Hash{hd, hm}
+	}
+	w.write([]byte("\n"))
+	w.body(body)
+	w.flush()
+	hd.Sum(digest[:0])
+	if mark {
+		var sum [32]byte
+		hm.Sum(sum[:0])
+		for _, b := range sum[:8] {
+			m = m<<8 | uint64(b)
+		}
+		m = max(m, 1)
+	}
+	return digest, m
+}
+
+// digestWriter buffers small writes to the hashes hs.
+type digestWriter struct {
+	hs    []hash.Hash
+	buf   [4096]byte
+	n     int
+	nbody int // body bytes written
+}
+
+// fields writes the first n of digestFields, each tagged with its name,
+// with values, and flushes them to the hashes.
+func (w *digestWriter) fields(values [][]byte, n int) {
+	for i, f := range digestFields[:n] {
 		w.write([]byte(f))
 		w.write([]byte(":"))
 		w.collapsed(values[i])
 		w.write([]byte("\n"))
 	}
-	w.write([]byte("\n"))
-	w.body(body)
 	w.flush()
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
-// digestWriter buffers small writes to a hash.
-type digestWriter struct {
-	h     hash.Hash
-	buf   [4096]byte
-	n     int
-	nbody int // body bytes written
 }
 
 func (w *digestWriter) write(b []byte) {
@@ -118,7 +136,9 @@ func (w *digestWriter) write(b []byte) {
 }
 
 func (w *digestWriter) flush() {
-	w.h.Write(w.buf[:w.n])
+	for _, h := range w.hs {
+		h.Write(w.buf[:w.n])
+	}
 	w.n = 0
 }
 

@@ -36,8 +36,9 @@ func FuzzTokenize(f *testing.F) {
 	o.MaxTokens = 2000
 	tok := New(o)
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		_ = Digest(raw)
-		_ = Mark(raw)
+		if d, m := Identify(raw); d != Digest(raw) || m != Mark(raw) {
+			t.Fatalf("Identify = %x, %x; Digest %x, Mark %x", d, m, Digest(raw), Mark(raw))
+		}
 		res, err := tok.Tokenize(raw)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
