@@ -340,30 +340,10 @@ for _, f in ipairs(dirty) do
 end
 for k, t in pairs(sets) do hset_all(k, t) end
 for k, t in pairs(dels) do hdel_all(k, t) end
-local sset, sdel = {}, {}
-for _, d in ipairs(seendirty) do
-  local r = seen[d]
-  if r then
-    sset[#sset + 1] = d
-    sset[#sset + 1] = r
-  else
-    sdel[#sdel + 1] = d
-  end
-end
-if #sset > 0 then hset_all(sk, sset) end
-if #sdel > 0 then hdel_all(sk, sdel) end
-local dset, ddel = {}, {}
-for _, f in ipairs(ddirty) do
-  local v = dv[f]
-  if v ~= 0 then
-    dset[#dset + 1] = f
-    dset[#dset + 1] = num(v)
-  else
-    ddel[#ddel + 1] = f
-  end
-end
-if #dset > 0 then hset_all(dk, dset) end
-if #ddel > 0 then hdel_all(dk, ddel) end
+put_all(sk, seendirty, function(d) return seen[d] end)
+put_all(dk, ddirty, function(f)
+  if dv[f] ~= 0 then return num(dv[f]) end
+end)
 tv = {num(ver + 1), num(L), num(split), num(nrows), num(math.max(voc, 0)), format_list(msgs), format_list(toks), num(lastday), tv[9]}
 redis.call('HSET', tk, 'ver', tv[1], 'lvl', tv[2], 'spl', tv[3], 'rows', tv[4], 'voc', tv[5], 'msg', tv[6], 'tok', tv[7], 'day', tv[8])
 return {results, failure, tv}

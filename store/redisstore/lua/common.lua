@@ -211,6 +211,23 @@ local function hdel_all(key, t)
   end
 end
 
+-- put_all sets each of fields of hash key to value(f), or deletes it
+-- where value(f) is nil: one HSET and one HDEL, each in chunks.
+local function put_all(key, fields, value)
+  local set, del = {}, {}
+  for _, f in ipairs(fields) do
+    local v = value(f)
+    if v then
+      set[#set + 1] = f
+      set[#set + 1] = v
+    else
+      del[#del + 1] = f
+    end
+  end
+  if #set > 0 then hset_all(key, set) end
+  if #del > 0 then hdel_all(key, del) end
+end
+
 -- parse_values reads "MEASURE LEVEL ..." into a flat list, checking it.
 local function parse_values(txt)
   local t = parse_list(txt)

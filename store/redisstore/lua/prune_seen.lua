@@ -56,17 +56,11 @@ for i = 3, #ARGV do
 end
 if #gone == 0 then return {0, tv} end
 hdel_all(sk, gone)
-local dset, ddel = {}, {}
-for f, v in pairs(dv) do
-  if v > 0 then
-    dset[#dset + 1] = f
-    dset[#dset + 1] = num(v)
-  else
-    ddel[#ddel + 1] = f
-  end
-end
-if #dset > 0 then hset_all(dk, dset) end
-if #ddel > 0 then hdel_all(dk, ddel) end
+local changed = {}
+for f in pairs(dv) do changed[#changed + 1] = f end
+put_all(dk, changed, function(f)
+  if dv[f] > 0 then return num(dv[f]) end
+end)
 tv[1] = num((tonumber(tv[1]) or 0) + 1)
 tv[9] = format_list(fgt)
 rcall('HSET', tk, 'ver', tv[1], 'fgt', tv[9])
