@@ -45,6 +45,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -162,7 +163,7 @@ func capOrDefault(n int64) int64 {
 // than reported.
 func (w *walker) source(src, label string) error {
 	if src == Stdin {
-		return w.stream(Stdin, w.stdin, label)
+		return w.stream(Stdin, w.stdin, label, -1)
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -371,11 +372,21 @@ func (w *walker) message(path, label string) error {
 		return err
 	}
 	defer f.Close()
-	raw, truncated, err := readCapped(f, w.max)
+	raw, truncated, err := readCapped(f, w.max, sizeOf(f))
 	if err != nil {
 		return err
 	}
 	return w.emit(Message{Path: path, Raw: raw, Label: label, Truncated: truncated})
+}
+
+// sizeOf returns the size of f if it is a regular file, else -1: a hint
+// that lets a reader take one buffer of the right size instead of growing
+// one, which a run over a corpus of small files pays for at every file.
+func sizeOf(f *os.File) int64 {
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		return fi.Size()
+	}
+	return -1
 }
 
 // file reads a file that may be one message or an mbox.
@@ -388,13 +399,18 @@ func (w *walker) file(path, label string) error {
 		return err
 	}
 	defer f.Close()
-	return w.stream(path, f, label)
+	return w.stream(path, f, label, sizeOf(f))
 }
 
 // stream reads r, named name, as one message or, if it begins with a
-// "From " line and has more than one, as an mbox.
-func (w *walker) stream(name string, r io.Reader, label string) error {
-	br := bufio.NewReaderSize(r, readBufSize)
+// "From " line and has more than one, as an mbox. size is r's size, or
+// -1 if unknown.
+func (w *walker) stream(name string, r io.Reader, label string, size int64) error {
+	bufSize := readBufSize
+	if size >= 0 && size < readBufSize {
+		bufSize = int(size) + 1 // bufio takes at least 16
+	}
+	br := bufio.NewReaderSize(r, bufSize)
 	head, err := br.Peek(len(fromPrefix))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err
@@ -403,13 +419,17 @@ func (w *walker) stream(name string, r io.Reader, label string) error {
 		if w.count {
 			return w.emit(Message{Path: name, Label: label})
 		}
-		raw, truncated, err := readCapped(br, w.max)
+		raw, truncated, err := readCapped(br, w.max, size)
 		if err != nil {
 			return err
 		}
 		return w.emit(Message{Path: name, Raw: raw, Label: label, Truncated: truncated})
 	}
-	s := newSplitter(br, w.max, readBufSize)
+	s := newSplitter(br, w.max, bufSize)
+	// A file that starts like an mbox is mostly one message with its
+	// envelope line (a TREC corpus, a saved message): the first chunk
+	// gets the whole file's room at once.
+	s.firstCap = size
 	first, firstTrunc, err := s.chunk()
 	if err != nil {
 		return err
@@ -421,6 +441,8 @@ func (w *walker) stream(name string, r io.Reader, label string) error {
 	if err != nil {
 		return err
 	}
+	// The first message of a true mbox gives back the rest of the room.
+	first = bytes.Clone(first)
 	m := Message{Path: mboxPath(name, 1), Raw: unmbox(first, firstTrunc), Label: label, Truncated: firstTrunc}
 	if err := w.emit(m); err != nil {
 		return err
@@ -445,12 +467,27 @@ func mboxPath(name string, n int) string {
 }
 
 // readCapped reads r to its end or to max bytes, whichever comes first.
-func readCapped(r io.Reader, max int64) ([]byte, bool, error) {
+// size is what r is expected to hold, or -1 if unknown.
+func readCapped(r io.Reader, max, size int64) ([]byte, bool, error) {
 	// One byte past the cap tells a message of exactly max bytes from a
-	// longer one.
-	raw, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, false, err
+	// longer one, and one past the size finds the end without growing.
+	raw := make([]byte, 0, min(max, size)+1)
+	if size < 0 {
+		raw = make([]byte, 0, 512)
+	}
+	lr := io.LimitReader(r, max+1)
+	for {
+		if len(raw) == cap(raw) {
+			raw = slices.Grow(raw, 1)
+		}
+		n, err := lr.Read(raw[len(raw):cap(raw)])
+		raw = raw[:len(raw)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
 	}
 	if int64(len(raw)) > max {
 		return raw[:max], true, nil

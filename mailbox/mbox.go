@@ -33,6 +33,8 @@ type splitter struct {
 	next    []byte
 	started bool
 	eof     bool
+	// firstCap, if positive, is the room the first chunk starts with.
+	firstCap int64
 }
 
 func newSplitter(r io.Reader, max int64, bufSize int) *splitter {
@@ -57,6 +59,9 @@ func (s *splitter) chunk() (raw []byte, truncated bool, err error) {
 	// The start of the input counts as following a blank line, so the
 	// first line can be a separator.
 	lineStart, prevBlank := true, true
+	if !s.started && s.firstCap > 0 {
+		raw = make([]byte, 0, min(s.firstCap, s.max))
+	}
 	if s.next != nil {
 		add(s.next)
 		lineStart = s.next[len(s.next)-1] == '\n'
