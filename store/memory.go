@@ -26,19 +26,12 @@ type Memory struct {
 	users   map[string]*memModel
 }
 
-// memModel is one user's model. Token counts live in chunks of rows
-// rather than a slice per token, so a model of millions of tokens is a
-// few hundred pointer-free allocations the garbage collector never scans;
-// and chunks rather than one slice, so that it grows without copying every
-// row (a doubling slice holds both copies while it copies, twice the
-// model's memory).
+// memModel is one user's model. Its token rows are in a rowTable, a
+// pointer-free array the garbage collector never scans.
 type memModel struct {
 	width    int                // values per row: a count and a weight per class when last grown
-	rows     map[bow.Hash]int32 // token → its row
-	chunks   [][]uint64         // rowsPerChunk rows of width values each, laid out as Counts
-	days     [][]Day            // each row's last day trained, chunked like chunks
-	n        int32              // rows handed out of the chunks
-	free     []int32            // rows of tokens whose values all went back to zero
+	rows     rowTable           // token → its row and last day trained
+	scratch  []uint64           // a row of width values, for Apply under the write lock
 	seen     map[Digest]seenRec // message → how it is trained
 	messages []uint64           // per class
 	tokens   []uint64           // per class
@@ -166,7 +159,7 @@ func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Co
 	w := 2 * len(m.classes)
 	var backing []uint64
 	for i, h := range hashes {
-		r, ok := mod.rows[h]
+		r, ok := mod.rows.find(h)
 		if !ok {
 			continue
 		}
@@ -175,7 +168,7 @@ func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Co
 		}
 		c := backing[:w:w]
 		backing = backing[w:]
-		copy(c, mod.row(r))
+		mod.rows.row(r, c)
 		out[i] = c
 	}
 	return out, nil
@@ -254,7 +247,7 @@ func (m *Memory) apply(user string, op *Op) Result {
 	}
 	res.Changed = true
 	if mod == nil {
-		mod = &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]seenRec)}
+		mod = &memModel{seen: make(map[Digest]seenRec)}
 		m.users[user] = mod
 	}
 	mod.grow(len(m.classes))
@@ -323,17 +316,7 @@ func (m *Memory) Check(_ context.Context, user string) error {
 		recount.Add(rec.class, rec.values, 1)
 		marks.Add(rec.mark, m.classes[rec.class], d)
 	}
-	tokens := make([]uint64, k)
-	var vocab uint64
-	for _, r := range mod.rows {
-		row := Counts(mod.row(r))
-		for c := range k {
-			tokens[c] += row.Count(c)
-		}
-		if countsAny(row) {
-			vocab++
-		}
-	}
+	tokens, vocab := mod.recount()
 	var problems []string
 	for c := range k {
 		if messages[c]+mod.forgot[c] != mod.messages[c] {
@@ -354,40 +337,43 @@ func (m *Memory) Check(_ context.Context, user string) error {
 	return nil
 }
 
-// Close releases the maps; later calls return ErrClosed.
+// Close releases the models; later calls return ErrClosed.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
+	for _, mod := range m.users {
+		mod.rows.release()
+	}
 	m.users = nil
 	return nil
 }
 
-// rowsPerChunk is the number of rows in a chunk of a memModel.
-const rowsPerChunk = 1 << 14
-
-func (mod *memModel) row(r int32) []uint64 {
-	c := mod.chunks[r/rowsPerChunk]
-	i := int(r%rowsPerChunk) * mod.width
-	return c[i : i+mod.width : i+mod.width]
+// recount sums the rows' counts per class and counts the rows with a
+// count: what the totals' tokens and vocabulary should say.
+func (mod *memModel) recount() (tokens []uint64, vocab uint64) {
+	tokens = make([]uint64, mod.width/2)
+	// Check recounts under the read lock: the scratch row is Apply's.
+	mod.rows.each(make([]uint64, mod.width), func(_ bow.Hash, row []uint64, _ Day) {
+		for c := range tokens {
+			tokens[c] += Counts(row).Count(c)
+		}
+		if countsAny(row) {
+			vocab++
+		}
+	})
+	return tokens, vocab
 }
 
-// grow widens every row to classes classes, which happens only when a
-// class is registered, so the copy is rare.
+// grow makes room for classes classes: rows are as wide as the class
+// list was when they were put, and read back zero beyond.
 func (mod *memModel) grow(classes int) {
 	width := 2 * classes
 	if width <= mod.width {
 		return
 	}
-	for i, c := range mod.chunks {
-		n := len(c) / mod.width
-		wide := make([]uint64, n*width)
-		for r := range n {
-			copy(wide[r*width:], c[r*mod.width:(r+1)*mod.width])
-		}
-		mod.chunks[i] = wide
-	}
 	mod.width = width
+	mod.scratch = make([]uint64, width)
 	mod.messages = append(mod.messages, make([]uint64, classes-len(mod.messages))...)
 	mod.tokens = append(mod.tokens, make([]uint64, classes-len(mod.tokens))...)
 	mod.forgot = append(mod.forgot, make([]uint64, classes-len(mod.forgot))...)
@@ -401,27 +387,27 @@ func (mod *memModel) grow(classes int) {
 func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 	c := rec.class
 	hashes, counts := bag.Hashes(), bag.Counts()
+	row := mod.scratch
 	for i, h := range hashes {
 		n := counts[i]
 		if n == 0 {
 			continue
 		}
-		r, ok := mod.rows[h]
-		if !ok {
-			if sign < 0 {
-				continue
-			}
-			r = mod.newRow()
-			mod.rows[h] = r
+		r, ok := mod.rows.at(h)
+		if !ok && sign < 0 {
+			continue
 		}
-		row := mod.row(r)
+		var day Day
+		if ok {
+			day = mod.rows.row(r, row)
+		} else {
+			clear(row)
+		}
 		had := countsAny(row)
 		if sign > 0 {
 			row[2*c] += uint64(n)
 			mod.tokens[c] += uint64(n)
-			if d := mod.day(r); *d < rec.day {
-				*d = rec.day
-			}
+			day = max(day, rec.day)
 		} else {
 			d := min(row[2*c], uint64(n))
 			row[2*c] -= d
@@ -440,22 +426,8 @@ func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 		case had && !has:
 			mod.vocab--
 		}
-		if allZero(row) {
-			mod.drop(h, r)
-		}
+		mod.rows.set(r, h, row, day)
 	}
-}
-
-// drop frees token h's row r, which must be all zero.
-func (mod *memModel) drop(h bow.Hash, r int32) {
-	delete(mod.rows, h)
-	*mod.day(r) = 0
-	mod.free = append(mod.free, r)
-}
-
-// day returns row r's last day trained.
-func (mod *memModel) day(r int32) *Day {
-	return &mod.days[r/rowsPerChunk][r%rowsPerChunk]
 }
 
 // countsAny reports whether a row has a non-zero count.
@@ -466,31 +438,6 @@ func countsAny(row []uint64) bool {
 		}
 	}
 	return false
-}
-
-func (mod *memModel) newRow() int32 {
-	if n := len(mod.free); n > 0 {
-		r := mod.free[n-1]
-		mod.free = mod.free[:n-1]
-		return r
-	}
-	r := mod.n
-	ci, off := int(r/rowsPerChunk), int(r%rowsPerChunk)
-	if ci == len(mod.chunks) {
-		mod.chunks = append(mod.chunks, nil)
-	}
-	// A chunk starts small and doubles up to its size, so that a model
-	// of a few tokens stays small.
-	if c := mod.chunks[ci]; (off+1)*mod.width > len(c) {
-		grown := make([]uint64, min(max(2*len(c), 64*mod.width), rowsPerChunk*mod.width))
-		copy(grown, c)
-		mod.chunks[ci] = grown
-	}
-	if ci == len(mod.days) {
-		mod.days = append(mod.days, make([]Day, rowsPerChunk))
-	}
-	mod.n++
-	return r
 }
 
 func allZero(c []uint64) bool {
@@ -531,13 +478,20 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	if mod == nil {
 		return nil
 	}
-	hashes := slices.Sorted(maps.Keys(mod.rows))
-	for _, h := range hashes {
+	// One array for the rows saves an allocation a row: Dump hands a
+	// model of millions of rows to a bulk load at once.
+	var backing []uint64
+	for _, h := range mod.rows.sorted() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("dump: %w", err)
 		}
-		r := mod.rows[h]
-		if err := fn(Record{Hash: h, Counts: slices.Clone(Counts(mod.row(r))), Day: *mod.day(r)}); err != nil {
+		if len(backing) < mod.width {
+			backing = make([]uint64, 1024*mod.width)
+		}
+		row := backing[:mod.width:mod.width]
+		backing = backing[mod.width:]
+		day, _ := mod.rows.get(h, row)
+		if err := fn(Record{Hash: h, Counts: row, Day: day}); err != nil {
 			return err
 		}
 	}
@@ -573,11 +527,17 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	if m.closed {
 		return fmt.Errorf("restore: %w", ErrClosed)
 	}
-	if mod := m.users[user]; mod != nil && (len(mod.rows) > 0 || len(mod.seen) > 0) {
+	if mod := m.users[user]; mod != nil && (mod.rows.len() > 0 || len(mod.seen) > 0) {
 		return fmt.Errorf("restore %q: %w", user, ErrExists)
 	}
 	var index []int // the store's index of each class of the header
-	mod := &memModel{rows: make(map[bow.Hash]int32), seen: make(map[Digest]seenRec)}
+	mod := &memModel{seen: make(map[Digest]seenRec)}
+	kept := false
+	defer func() {
+		if !kept {
+			mod.rows.release()
+		}
+	}()
 	for n := 0; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("restore: %w", err)
@@ -614,19 +574,19 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			if len(r.Counts) > 2*len(index) {
 				return fmt.Errorf("restore: %w: token %x has values of classes the header lacks", ErrInconsistent, r.Hash)
 			}
-			if _, dup := mod.rows[r.Hash]; dup {
+			rr, dup := mod.rows.at(r.Hash)
+			if dup {
 				return fmt.Errorf("restore: %w: token %x twice", ErrInconsistent, r.Hash)
 			}
 			if allZero(r.Counts) {
 				continue
 			}
-			rr := mod.newRow()
-			mod.rows[r.Hash] = rr
-			row := mod.row(rr)
+			row := mod.scratch
+			clear(row)
 			for c, i := range index {
 				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
 			}
-			*mod.day(rr) = r.Day
+			mod.rows.set(rr, r.Hash, row, r.Day)
 			mod.lastDay = max(mod.lastDay, r.Day)
 		case r.Class != "":
 			if err := ValidClass(r.Class); err != nil {
@@ -661,17 +621,10 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 		mod.messages[rec.class]++
 		mod.changeSamples(rec.class, rec.values, 1)
 	}
-	for _, r := range mod.rows {
-		row := Counts(mod.row(r))
-		for c := range mod.width / 2 {
-			mod.tokens[c] += row.Count(c)
-		}
-		if countsAny(row) {
-			mod.vocab++
-		}
-	}
-	if len(mod.rows) > 0 || len(mod.seen) > 0 || slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
+	mod.tokens, mod.vocab = mod.recount()
+	if mod.rows.len() > 0 || len(mod.seen) > 0 || slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
 		m.users[user] = mod
+		kept = true
 	}
 	return nil
 }
@@ -686,7 +639,10 @@ func (m *Memory) DeleteUser(_ context.Context, user string) error {
 	if m.closed {
 		return fmt.Errorf("delete user: %w", ErrClosed)
 	}
-	delete(m.users, user)
+	if mod := m.users[user]; mod != nil {
+		mod.rows.release()
+		delete(m.users, user)
+	}
 	return nil
 }
 
@@ -707,31 +663,37 @@ func (m *Memory) Prune(ctx context.Context, user string, rule PruneRule) (PruneR
 	}
 	var census PruneCensus
 	if rule.MaxTokens != 0 {
-		for _, r := range mod.rows {
-			census.Add(rule, mod.row(r), *mod.day(r))
-		}
+		mod.rows.each(mod.scratch, func(_ bow.Hash, row []uint64, day Day) {
+			census.Add(rule, row, day)
+		})
 	}
 	plan := rule.Plan(&census)
 	var res PruneResult
 	if rule.Tokens() {
-		for h, r := range mod.rows {
+		// Rows move when one before them goes: the plan is made whole
+		// first, then carried out.
+		var drop []bow.Hash
+		mod.rows.each(mod.scratch, func(h bow.Hash, row []uint64, day Day) {
+			if plan.Drop(row, day) {
+				drop = append(drop, h)
+			}
+		})
+		row := mod.scratch
+		for _, h := range drop {
 			if err := ctx.Err(); err != nil {
 				// What went is gone whole, row by row, with its totals.
 				res.Vocabulary = mod.vocab
 				return res, fmt.Errorf("prune: %w", err)
 			}
-			row := mod.row(r)
-			if !plan.Drop(row, *mod.day(r)) {
-				continue
-			}
+			r, _ := mod.rows.find(h)
+			mod.rows.row(r, row)
 			if countsAny(row) {
 				mod.vocab--
 			}
 			for c := 0; c < len(row); c += 2 {
 				mod.tokens[c/2] -= row[c]
 			}
-			clear(row)
-			mod.drop(h, r)
+			mod.rows.remove(r)
 			res.Tokens++
 		}
 	}

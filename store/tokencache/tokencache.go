@@ -67,32 +67,38 @@ type entry struct {
 	// 0 means the token is known to be absent, wideCounts that its row
 	// is in Table.wide.
 	width uint32
-	// vals is the row: counts as uint32, weights as int32.
-	vals [2 * inlineClasses]uint32
+	vals  Packed
 }
 
-// pack puts row v into e, reporting false if it does not fit.
-func (e *entry) pack(v []uint64) bool {
-	if len(v) > len(e.vals) {
+// Packed is a row, laid out as store.Counts, of a model of at most two
+// classes in 32 bits a value: counts as uint32, weights as int32. It is
+// what an entry holds inline, and what store's memory model keeps.
+type Packed [2 * inlineClasses]uint32
+
+// Pack puts row v into p, reporting false, with p unchanged, if it does
+// not fit. Values past v's length are left as they are.
+func (p *Packed) Pack(v []uint64) bool {
+	if len(v) > len(p) {
 		return false
 	}
 	for i, x := range v {
 		if i%2 == 0 && x > math.MaxUint32 || i%2 == 1 && int64(x) != int64(int32(x)) {
 			return false
 		}
-		e.vals[i] = uint32(x)
+	}
+	for i, x := range v {
+		p[i] = uint32(x)
 	}
 	return true
 }
 
-// unpack writes e's row into dst, which is at least e.width long and
-// zero beyond it.
-func (e *entry) unpack(dst []uint64) {
-	for i := range e.width {
+// Unpack writes the first n values of p into dst.
+func (p *Packed) Unpack(dst []uint64, n int) {
+	for i := range n {
 		if i%2 == 0 {
-			dst[i] = uint64(e.vals[i])
+			dst[i] = uint64(p[i])
 		} else {
-			dst[i] = uint64(int64(int32(e.vals[i])))
+			dst[i] = uint64(int64(int32(p[i])))
 		}
 	}
 }
@@ -136,7 +142,14 @@ func (t *Table) Rotations() uint64 { return t.rotated }
 // warming its cache from a scan does) would otherwise land in one long
 // run of slots.
 func slot(user uint32, h bow.Hash, n int) int {
-	x := (uint64(h) ^ uint64(user)<<32) * 0x9e3779b97f4a7c15
+	return Slot(uint64(h)^uint64(user)<<32, n)
+}
+
+// Slot returns where the probe for key x starts in an open-addressed
+// table of n slots, as a Table's does: the high bits of a multiplicative
+// mix of x, scaled to n.
+func Slot(x uint64, n int) int {
+	x *= 0x9e3779b97f4a7c15
 	x ^= x >> 29
 	hi, _ := bits.Mul64(x*0xbf58476d1ce4e5b9, uint64(n))
 	return int(hi)
@@ -194,7 +207,7 @@ func (r Row) CopyTo(dst []uint64) {
 		copy(dst, r.wide)
 		return
 	}
-	r.e.unpack(dst)
+	r.e.vals.Unpack(dst, int(r.e.width))
 }
 
 // Get returns user id's token h's row, whether the table has it (a row
@@ -241,7 +254,7 @@ func (t *Table) Put(id uint32, h bow.Hash, v []uint64) {
 		n--
 	}
 	*e = entry{hash: h, user: id + 1, width: uint32(n)}
-	if !e.pack(v[:n]) {
+	if !e.vals.Pack(v[:n]) {
 		*e = entry{hash: h, user: id + 1, width: wideCounts}
 		t.wide.Put(key{id, h}, slices.Clone(v[:n]))
 	}

@@ -72,7 +72,7 @@ func (t *Table) get(id uint32, h bow.Hash) ([]uint64, bool) {
 		return nil, true
 	}
 	row := make([]uint64, e.width)
-	e.unpack(row)
+	e.vals.Unpack(row, int(e.width))
 	return row, true
 }
 

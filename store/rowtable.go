@@ -1,0 +1,233 @@
+package store
+
+import (
+	"runtime"
+	"slices"
+	"unsafe"
+
+	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/store/tokencache"
+)
+
+// rowTable holds a memory model's token rows, each with its last day
+// trained, in one open-addressed array of 32-byte slots (linear probing,
+// at most three quarters full), the row packed into its slot as
+// tokencache packs it. Training and scoring are mostly lookups of rare
+// tokens, each a cache miss: a slot costs one where a Go map to rows in
+// chunks cost two or three, and a token takes some 45 bytes where the map
+// and its row took 70, which is most of what a first training of a large
+// corpus holds in memory. The rows that do not pack (a value of a third
+// class, a count past 2^32 or a weight outside int32, which a two-class
+// model hardly ever has) go in a map beside it. A large array is mapped
+// outside the Go heap (mapSlots).
+type rowTable struct {
+	slots []rowSlot
+	n     int
+	wide  map[bow.Hash][]uint64
+	// unmap releases slots when they are mapped, and cleanup does it
+	// if the table is dropped without release.
+	unmap   func()
+	cleanup runtime.Cleanup
+}
+
+// rowSlot must hold no pointer: the garbage collector does not see
+// slots mapped outside the heap.
+type rowSlot struct {
+	hash bow.Hash
+	day  Day
+	kind uint32
+	vals tokencache.Packed
+}
+
+// The kinds of slot.
+const (
+	slotFree = iota
+	slotPacked
+	slotWide // the row is in rowTable.wide
+)
+
+const (
+	// minRowSlots is the size of a table's first array.
+	minRowSlots = 64
+	// mapBytes is the size from which an array is mapped: two huge pages.
+	mapBytes = 4 << 20
+)
+
+// len returns the number of rows.
+func (t *rowTable) len() int { return t.n }
+
+// find returns the slot of h and true, or where h would go and false; -1
+// if the table has no slots.
+func (t *rowTable) find(h bow.Hash) (int, bool) {
+	if len(t.slots) == 0 {
+		return -1, false
+	}
+	for i := tokencache.Slot(uint64(h), len(t.slots)); ; {
+		switch s := &t.slots[i]; {
+		case s.kind == slotFree:
+			return i, false
+		case s.hash == h:
+			return i, true
+		}
+		if i++; i == len(t.slots) {
+			i = 0
+		}
+	}
+}
+
+// at returns what find does, having first made room for one more row,
+// so that set can put h at the slot returned.
+func (t *rowTable) at(h bow.Hash) (int, bool) {
+	if t.n+1 > len(t.slots)/4*3 {
+		t.grow()
+	}
+	return t.find(h)
+}
+
+// get copies h's row into dst, zero beyond the row, and returns its day
+// and whether h has a row.
+func (t *rowTable) get(h bow.Hash, dst []uint64) (Day, bool) {
+	i, ok := t.find(h)
+	if !ok {
+		clear(dst)
+		return 0, false
+	}
+	return t.row(i, dst), true
+}
+
+// row copies the row of the taken slot i into dst, zero beyond the row,
+// and returns its day. dst is at least as long as any row put: as wide
+// as the model was then.
+func (t *rowTable) row(i int, dst []uint64) Day {
+	s := &t.slots[i]
+	clear(dst)
+	if s.kind == slotWide {
+		copy(dst, t.wide[s.hash])
+	} else {
+		s.vals.Unpack(dst, min(len(dst), len(s.vals)))
+	}
+	return s.day
+}
+
+// set puts h's row v, with day, at slot i, which at returned for h; a
+// row of zeros deletes h's. v is copied.
+func (t *rowTable) set(i int, h bow.Hash, v []uint64, day Day) {
+	s := &t.slots[i]
+	n := len(v)
+	for n > 0 && v[n-1] == 0 {
+		n--
+	}
+	if n == 0 {
+		if s.kind != slotFree {
+			t.remove(i)
+		}
+		return
+	}
+	if s.kind == slotFree {
+		t.n++
+	}
+	wasWide := s.kind == slotWide
+	s.hash, s.day, s.vals = h, day, tokencache.Packed{}
+	if s.vals.Pack(v[:n]) {
+		s.kind = slotPacked
+		if wasWide {
+			delete(t.wide, h)
+		}
+		return
+	}
+	s.kind = slotWide
+	if t.wide == nil {
+		t.wide = make(map[bow.Hash][]uint64)
+	}
+	t.wide[h] = append(t.wide[h][:0], v[:n]...)
+}
+
+// remove empties the taken slot i, moving later rows of its run back
+// into the hole where their home slot allows (deletion without
+// tombstones, Knuth's algorithm R), so that a probe never stops short.
+func (t *rowTable) remove(i int) {
+	if s := &t.slots[i]; s.kind == slotWide {
+		delete(t.wide, s.hash)
+	}
+	n := len(t.slots)
+	for j := i; ; {
+		if j++; j == n {
+			j = 0
+		}
+		s := &t.slots[j]
+		if s.kind == slotFree {
+			break
+		}
+		// The row at j may fill the hole unless its home lies
+		// cyclically in (i, j].
+		k := tokencache.Slot(uint64(s.hash), n)
+		if i < j && (k <= i || k > j) || i > j && k <= i && k > j {
+			t.slots[i] = *s
+			i = j
+		}
+	}
+	t.slots[i] = rowSlot{}
+	t.n--
+}
+
+// grow moves the rows into an array half as large again.
+func (t *rowTable) grow() {
+	prev, unmap := t.slots, t.detach()
+	n := max(len(prev)/2*3, minRowSlots)
+	t.slots = nil
+	if n*int(unsafe.Sizeof(rowSlot{})) >= mapBytes {
+		if t.slots, t.unmap = mapSlots(n); t.slots != nil {
+			t.cleanup = runtime.AddCleanup(t, func(unmap func()) { unmap() }, t.unmap)
+		}
+	}
+	if t.slots == nil {
+		t.slots = make([]rowSlot, n)
+	}
+	for i := range prev {
+		if s := &prev[i]; s.kind != slotFree {
+			j, _ := t.find(s.hash)
+			t.slots[j] = *s
+		}
+	}
+	unmap()
+}
+
+// detach returns what releases the array now in use, which the table
+// then no longer owns.
+func (t *rowTable) detach() func() {
+	unmap := t.unmap
+	if unmap == nil {
+		return func() {}
+	}
+	t.cleanup.Stop()
+	t.unmap = nil
+	return unmap
+}
+
+// release drops every row and gives back the array at once.
+func (t *rowTable) release() {
+	t.detach()()
+	*t = rowTable{}
+}
+
+// each calls fn with every row in table order, in dst, which is as wide
+// as the widest row put. fn must not keep the row, nor change the table.
+func (t *rowTable) each(dst []uint64, fn func(h bow.Hash, row []uint64, day Day)) {
+	for i := range t.slots {
+		if t.slots[i].kind != slotFree {
+			fn(t.slots[i].hash, dst, t.row(i, dst))
+		}
+	}
+}
+
+// sorted returns the hashes of the rows in ascending order.
+func (t *rowTable) sorted() []bow.Hash {
+	hs := make([]bow.Hash, 0, t.n)
+	for i := range t.slots {
+		if t.slots[i].kind != slotFree {
+			hs = append(hs, t.slots[i].hash)
+		}
+	}
+	slices.Sort(hs)
+	return hs
+}
