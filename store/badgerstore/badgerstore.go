@@ -825,6 +825,7 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 		return 0, nil
 	}
 	_, _, gen := s.cache.getTotals(user)
+	rotations := s.cache.rotations()
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	if t, err := readTotals(txn, user); err == nil {
@@ -837,7 +838,8 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 	for i := range idx {
 		idx[i] = i
 	}
-	stale, filled := false, 0
+	// whole stays true while every row read goes into the cache.
+	stale, filled, whole := false, 0, true
 	flush := func() {
 		if !stale && len(hashes) > 0 {
 			if stale = !s.cache.fillTokens(gen, user, hashes, vals, idx[:len(hashes)]); !stale {
@@ -851,15 +853,18 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 	n := 0
 	err = scan(ctx, txn, prefix, func(key, v []byte) bool {
 		if stale || n >= room {
+			whole = false
 			return false
 		}
 		if len(key) != len(prefix)+8 {
+			whole = false
 			return true // Check reports it
 		}
 		start := len(arena)
 		var err error
 		if arena, _, err = decodeRow(arena, v); err != nil {
 			arena = arena[:start]
+			whole = false
 			return true
 		}
 		hashes = append(hashes, bow.Hash(binary.BigEndian.Uint64(key[len(prefix):])))
@@ -874,6 +879,9 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 	if err != nil {
 		s.readFailed(ctx, err)
 		return filled, fmt.Errorf("warm %q: %w", user, err)
+	}
+	if whole && !stale {
+		s.cache.warmed(gen, user, rotations)
 	}
 	return filled, nil
 }

@@ -907,3 +907,100 @@ func TestUserSize(t *testing.T) {
 		t.Errorf("UserSize of an invalid user: %v", err)
 	}
 }
+
+// TestWarmWhole follows a cache that a warm filled with a whole model:
+// a token it lacks is then a token the model lacks, answered without a
+// Badger read, through commits that add and delete tokens, until the
+// model is replaced. A warm cut short by the cache's size does not count.
+func TestWarmWhole(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(9, 10))
+	var ops []store.Op
+	for i := range 40 {
+		ops = append(ops, storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 200, 1<<40)))
+	}
+	for _, user := range []string{"", "alice"} {
+		if _, err := s.Apply(ctx, user, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	absent := []bow.Hash{1, 2, 3} // RandomBagOf draws from far more
+	misses := func(s *Store, user string, hs []bow.Hash) int {
+		miss, _, _ := s.cache.getTokens(user, hs, make([]store.Counts, len(hs)), 4)
+		return len(miss)
+	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	if n := misses(s, "", absent); n != len(absent) {
+		t.Fatalf("before the warm, %d of %d absent tokens missed", n, len(absent))
+	}
+	if _, err := s.Warm(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := misses(s, "", absent); n != 0 {
+		t.Errorf("after the warm, %d absent tokens missed", n)
+	}
+	if n := misses(s, "alice", absent); n != len(absent) {
+		t.Errorf("alice, not warmed: %d of %d absent tokens missed", n, len(absent))
+	}
+
+	// A commit that adds tokens and one that forgets a message, deleting
+	// the tokens only it had: Lookup answers from the cache as a fresh
+	// store answers from Badger.
+	added := storetest.Train("new", "spam", storetest.RandomBagOf(rng, 300, 1<<40))
+	if _, err := s.Apply(ctx, "", []store.Op{added, {Digest: ops[0].Digest, Bag: ops[0].Bag}}); err != nil {
+		t.Fatal(err)
+	}
+	hs := append(slices.Concat(hashesOf(ops), hashesOf([]store.Op{added})), absent...)
+	if n := misses(s, "", hs); n != 0 {
+		t.Errorf("after commits, %d of %d tokens missed", n, len(hs))
+	}
+	got, err := s.Lookup(ctx, "", hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := open(t, t.TempDir(), Options{})
+	defer fresh.Close()
+	if _, err := fresh.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Apply(ctx, "", []store.Op{added, {Digest: ops[0].Digest, Bag: ops[0].Bag}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := fresh.Lookup(ctx, "", hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range hs {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("token %x: %v from the whole cache, %v from Badger", hs[i], got[i], want[i])
+		}
+	}
+
+	if err := s.DeleteUser(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := misses(s, "", absent); n != len(absent) {
+		t.Errorf("after the model was deleted, %d of %d absent tokens missed", n, len(absent))
+	}
+
+	// A cache smaller than the model is never whole.
+	small := open(t, t.TempDir(), Options{CacheBytes: 256 << 10})
+	defer small.Close()
+	if _, err := small.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	if room := small.cache.room(); len(hashesOf(ops)) <= room {
+		t.Fatalf("%d tokens fit the %d of a generation", len(hashesOf(ops)), room)
+	}
+	if _, err := small.Warm(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := misses(small, "", absent); n != len(absent) {
+		t.Errorf("after a warm cut short, %d of %d absent tokens missed", n, len(absent))
+	}
+}

@@ -34,6 +34,13 @@ type cache struct {
 	ids map[string]uint32
 	// next is the number the next user gets.
 	next uint32
+	// whole holds, by number, the users whose every token row is in the
+	// table, for whom a token the table lacks is a token the model
+	// lacks: a warm read the whole model, and every commit since put what
+	// it wrote. The value is the table's rotation count when the warm
+	// began; the rows are all there as long as the count has not moved
+	// past it by more than one (tokencache.Table.Rotations).
+	whole map[uint32]uint64
 }
 
 // totalsEntryBytes is the rough cost in bytes of a user's cached totals
@@ -50,6 +57,7 @@ func newCache(bytes int64) *cache {
 		tokens: tokencache.New(bytes / 16 * 15),
 		totals: tokencache.NewSized[string](int(bytes/16), func(t *totals) int { return totalsEntryBytes + t.bytes() }),
 		ids:    make(map[string]uint32),
+		whole:  make(map[uint32]uint64),
 	}
 }
 
@@ -62,6 +70,7 @@ func (c *cache) id(user string) uint32 {
 	if !ok {
 		if c.next >= maxUserIDs {
 			clear(c.ids)
+			clear(c.whole)
 			c.tokens.Reset()
 			c.next = 0
 		}
@@ -79,8 +88,37 @@ func (c *cache) forget(user string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	if id, ok := c.ids[user]; ok {
+		delete(c.whole, id)
+	}
 	delete(c.ids, user)
 	c.totals.Delete(user)
+}
+
+// rotations returns the token table's rotation count, which a warm
+// notes before it starts to fill.
+func (c *cache) rotations() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.tokens.Rotations()
+}
+
+// warmed records that a warm put every token row of user, having noted
+// gen and rotations from before it started: unless a commit or a
+// rotation too many came in between, the table now holds the whole model.
+func (c *cache) warmed(gen uint64, user string, rotations uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen && c.tokens.Rotations() <= rotations+1 {
+		c.whole[c.id(user)] = rotations
+	}
+}
+
+// isWhole reports whether the table holds all of user id's rows; c.mu
+// is held.
+func (c *cache) isWhole(id uint32) bool {
+	r, ok := c.whole[id]
+	return ok && c.tokens.Rotations() <= r+1
 }
 
 // getTokens sets out[i] to a copy of the cached row of hashes[i] for user
@@ -101,6 +139,7 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, wi
 		}
 		return miss, nil, c.gen
 	}
+	whole := c.isWhole(id)
 	var backing []uint64
 	row := func(i, n int) []uint64 {
 		if n > width {
@@ -118,7 +157,11 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, wi
 	for i, h := range hashes {
 		e, ok, inOld := c.tokens.Get(id, h)
 		if !ok {
-			miss = append(miss, i)
+			// A row kept aside may have been evicted from beside its
+			// entry, which Has still finds.
+			if !whole || c.tokens.Has(id, h) {
+				miss = append(miss, i)
+			}
 			continue
 		}
 		if n := e.Len(); n > 0 {
