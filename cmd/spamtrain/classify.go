@@ -173,11 +173,12 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The models are not warmed into the cache first, as the daemon's
+	// are: a run pays for all of a model's rows where it needs those of
+	// its messages' tokens, and reading them as they come costs less, even
+	// for 7,500 messages against a model of 2 million tokens (3.6 s
+	// against 4.3 s on 2 cores, and a third less memory).
 	defer st.Close()
-	// Reading the models into the cache in the background makes lookups
-	// of a batch of messages hits instead of Badger reads; it stops when
-	// the run ends.
-	defer st.WarmInBackground(ctx, slices.Compact([]string{"", a.mf.user})...)()
 
 	pr := &printer{e: e, asJSON: a.asJSON}
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)

@@ -130,7 +130,6 @@ func applySets(cfg *filter.Config, sets []string) error {
 type modelStore struct {
 	store.Store
 	badger *badgerstore.Store // nil for Redis
-	warm   func(ctx context.Context, users ...string) (stop func())
 }
 
 // Size returns the Badger store's size on disk; a Redis store's is the
@@ -148,11 +147,6 @@ func (m *modelStore) Compact(ctx context.Context) (store.Compaction, error) {
 		return store.Compaction{}, errors.New("a Redis model has nothing to compact: Redis frees what it no longer holds")
 	}
 	return m.badger.Compact(ctx)
-}
-
-// WarmInBackground reads the users' models into the store's cache.
-func (m *modelStore) WarmInBackground(ctx context.Context, users ...string) (stop func()) {
-	return m.warm(ctx, users...)
 }
 
 // storeChoice is the store a command line names: a Badger directory, or a
@@ -270,7 +264,7 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		if err != nil {
 			return nil, err
 		}
-		ms = &modelStore{Store: st, warm: st.WarmInBackground}
+		ms = &modelStore{Store: st}
 	} else {
 		// The cache's budget is spamd's, so that a command that reads
 		// the whole model (classify of many messages) stays in it.
@@ -282,7 +276,7 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		if err != nil {
 			return nil, storeOpenError(ch.db, err)
 		}
-		ms = &modelStore{Store: st, badger: st, warm: st.WarmInBackground}
+		ms = &modelStore{Store: st, badger: st}
 	}
 	return ms, nil
 }
