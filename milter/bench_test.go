@@ -248,6 +248,10 @@ func BenchmarkMilterLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The daemon reads the model into the cache when it starts.
+	if _, err := st.Warm(context.Background(), ""); err != nil {
+		b.Fatal(err)
+	}
 	msgs := make([]parsed, len(sendSet))
 	var bytes int
 	for i, raw := range sendSet {

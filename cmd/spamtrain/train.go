@@ -164,21 +164,36 @@ func (t *tally) String() string {
 // that cannot be read or parsed is reported on stderr and skipped.
 func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, sources []source, recursive bool, workers, batchSize int) (*tally, error) {
 	ctx, r, in := startTraining(ctx, e, sources, recursive)
-	var batch []filter.Item
-	flush := func() error {
-		if len(batch) == 0 {
+	// One goroutine trains the batches in order while the workers prepare
+	// the next: training a batch is serial work, and the workers, which
+	// run at most a few messages ahead of what is taken from them, would
+	// otherwise wait for it, and it for them. Two batches are held at
+	// most, the one in training and the one filling.
+	work := make(chan []filter.Item)
+	trained := make(chan error, 1)
+	go func() {
+		defer close(trained)
+		for batch := range work {
+			res, err := f.Train(ctx, user, batch)
+			if err != nil {
+				trained <- err
+				return
+			}
+			for i, res := range res {
+				r.t.count(batch[i].Class, res.Changed, res.Prev)
+			}
+		}
+	}()
+	var failed error
+	send := func(batch []filter.Item) error {
+		select {
+		case work <- batch:
 			return nil
+		case failed = <-trained:
+			return failed
 		}
-		res, err := f.Train(ctx, user, batch)
-		if err != nil {
-			return err
-		}
-		for i, res := range res {
-			r.t.count(batch[i].Class, res.Changed, res.Prev)
-		}
-		batch = batch[:0]
-		return nil
 	}
+	batch := make([]filter.Item, 0, batchSize)
 	err := prepareAll(ctx, f, workers, false, in, func(it item) error {
 		r.tick()
 		if it.err != nil {
@@ -186,13 +201,22 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 			return nil
 		}
 		batch = append(batch, filter.Item{Prepared: it.p, Class: it.src.class})
-		if len(batch) >= batchSize {
-			return flush()
+		if len(batch) < batchSize {
+			return nil
 		}
-		return nil
+		full := batch
+		batch = make([]filter.Item, 0, batchSize)
+		return send(full)
 	})
+	if err == nil && len(batch) > 0 {
+		err = send(batch)
+	}
+	close(work)
+	if terr, ok := <-trained; ok {
+		failed = terr
+	}
 	if err == nil {
-		err = flush()
+		err = failed
 	}
 	return r.t, r.finish(err)
 }
