@@ -23,7 +23,7 @@ const loadMarker = "spamd-loading"
 
 // loadChunk is how many bytes of keys and values Load hands Badger at a
 // time.
-const loadChunk = 8 << 20
+const loadChunk = 4 << 20
 
 // ErrNotEmpty is returned by Load for a store that holds a model.
 var ErrNotEmpty = errors.New("the store holds a model")
@@ -128,16 +128,57 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 			sw.Cancel()
 		}
 	}()
-	buf := z.NewBuffer(loadChunk+loadChunk/4, "spamd.load")
-	defer buf.Release()
+	// Badger takes a chunk in on one goroutine while the next is encoded
+	// on this one: two buffers go round between them.
+	bufs := [2]*z.Buffer{z.NewBuffer(loadChunk+loadChunk/4, "spamd.load"), z.NewBuffer(loadChunk+loadChunk/4, "spamd.load")}
+	free, full := make(chan *z.Buffer, 2), make(chan *z.Buffer)
+	free <- bufs[1]
+	buf := bufs[0]
+	written := make(chan error, 1)
+	go func(full <-chan *z.Buffer) {
+		defer close(written)
+		for b := range full {
+			if err := sw.Write(b); err != nil {
+				written <- fmt.Errorf("write: %w", err)
+				return
+			}
+			b.Reset()
+			free <- b
+		}
+	}(full)
+	var failed error
+	// wait waits for the writer to finish, after its last chunk or a
+	// failure, and returns the failure; the buffers are then unused.
+	waited := false
+	wait := func() error {
+		if waited {
+			return failed
+		}
+		waited = true
+		close(full)
+		if err, ok := <-written; ok {
+			failed = err
+		}
+		for _, b := range bufs {
+			b.Release()
+		}
+		return failed
+	}
+	defer func() { _ = wait() }()
 	send := func(force bool) error {
 		if buf.LenNoPadding() == 0 || !force && buf.LenNoPadding() < loadChunk {
 			return nil
 		}
-		if err := sw.Write(buf); err != nil {
-			return fmt.Errorf("write: %w", err)
+		select {
+		case full <- buf:
+		case failed = <-written:
+			return failed
 		}
-		buf.Reset()
+		select {
+		case buf = <-free:
+		case failed = <-written:
+			return failed
+		}
 		return nil
 	}
 	put := func(key, val []byte) error {
@@ -193,6 +234,9 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		}
 	}
 	if err := send(true); err != nil {
+		return err
+	}
+	if err := wait(); err != nil {
 		return err
 	}
 	flushed = true
