@@ -84,17 +84,6 @@ func (t *rowTable) at(h bow.Hash) (int, bool) {
 	return t.find(h)
 }
 
-// get copies h's row into dst, zero beyond the row, and returns its day
-// and whether h has a row.
-func (t *rowTable) get(h bow.Hash, dst []uint64) (Day, bool) {
-	i, ok := t.find(h)
-	if !ok {
-		clear(dst)
-		return 0, false
-	}
-	return t.row(i, dst), true
-}
-
 // row copies the row of the taken slot i into dst, zero beyond the row,
 // and returns its day. dst is at least as long as any row put: as wide
 // as the model was then.
