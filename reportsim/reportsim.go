@@ -121,7 +121,9 @@ func Run(ctx context.Context, msgs []Message, cfg filter.Config, plan Plan, work
 			}
 		}
 	}
-	f, err := filter.New(store.NewMemory(), cfg)
+	st := store.NewMemory()
+	defer st.Close()
+	f, err := filter.New(st, cfg)
 	if err != nil {
 		return nil, err
 	}
