@@ -1010,6 +1010,9 @@ func (b *batch) wait() (int, error) {
 		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w: Badger did not write it within %v, and may still", f.first, f.end-1, store.ErrFailed, b.s.opts.WriteTimeout)
 	}
 	if err != nil {
+		// What a failed commit left in Badger is not known: the cache
+		// must not answer for it, least of all as a whole model.
+		b.s.cache.forget(b.user)
 		if serr := b.s.writeFailed(err); serr != nil {
 			return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w (%w)", f.first, f.end-1, err, serr)
 		}

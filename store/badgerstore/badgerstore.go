@@ -820,6 +820,10 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 	if err := s.usable(); err != nil {
 		return 0, fmt.Errorf("warm %q: %w", user, err)
 	}
+	// A model being restored or deleted is no model yet, nor a whole one.
+	if s.isBusy(user) {
+		return 0, nil
+	}
 	room := s.cache.room()
 	if room == 0 {
 		return 0, nil

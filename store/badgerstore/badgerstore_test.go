@@ -944,6 +944,10 @@ func TestWarmWhole(t *testing.T) {
 	if n := misses(s, "", absent); n != 0 {
 		t.Errorf("after the warm, %d absent tokens missed", n)
 	}
+	// alice, whose tokens the cache holds some of, but not all.
+	if _, err := s.Lookup(ctx, "alice", hashesOf(ops[:1])); err != nil {
+		t.Fatal(err)
+	}
 	if n := misses(s, "alice", absent); n != len(absent) {
 		t.Errorf("alice, not warmed: %d of %d absent tokens missed", n, len(absent))
 	}

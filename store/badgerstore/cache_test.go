@@ -127,3 +127,86 @@ func TestLookupPutsBackOldHits(t *testing.T) {
 		t.Error("still only in the old generation after being put back")
 	}
 }
+
+// TestCacheWhole walks what makes a warmed cache whole or not: a warm
+// that a commit overtook, the rotations that drop the rows a warm put,
+// and a row kept aside whose side entry was evicted.
+func TestCacheWhole(t *testing.T) {
+	model := []bow.Hash{1, 2, 3}
+	rows := []store.Counts{{1}, {2, 0, 0, 0, 5}, {3}} // the second is kept aside: a third class
+	absent := []bow.Hash{9}
+	warm := func(c *cache, commitMeanwhile bool) {
+		_, _, gen := c.getTotals("u")
+		r := c.rotations()
+		c.fillTokens(gen, "u", model, rows, []int{0, 1, 2})
+		if commitMeanwhile {
+			c.committed("v", []bow.Hash{4}, [][]uint64{{1}}, nil)
+		}
+		c.warmed(gen, "u", r)
+	}
+	misses := func(c *cache, hs []bow.Hash) int {
+		miss, _, _ := c.getTokens("u", hs, make([]store.Counts, len(hs)), 4)
+		return len(miss)
+	}
+	tests := []struct {
+		name  string
+		run   func(c *cache)
+		whole bool
+	}{
+		{"warmed", func(c *cache) { warm(c, false) }, true},
+		{"a commit during the warm", func(c *cache) { warm(c, true) }, false},
+		{"one rotation since", func(c *cache) {
+			warm(c, false)
+			rotate(c, 1)
+		}, true},
+		{"two rotations since", func(c *cache) {
+			warm(c, false)
+			rotate(c, 2)
+		}, false},
+		{"forgotten", func(c *cache) {
+			warm(c, false)
+			c.forget("u")
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCache(1 << 20)
+			tt.run(c)
+			if got := misses(c, absent) == 0; got != tt.whole {
+				t.Errorf("an absent token answered without a read: %v, want %v", got, tt.whole)
+			}
+		})
+	}
+
+	// Rows kept aside (of a third class) beyond what the side map holds:
+	// those it evicted are read again, whole or not, and a token of no
+	// row still is not.
+	c := newCache(1 << 20)
+	var wide []bow.Hash
+	var wideRows []store.Counts
+	var idx []int
+	for i := range 3000 {
+		wide = append(wide, bow.Hash(100+i))
+		wideRows = append(wideRows, store.Counts{1, 0, 0, 0, 1})
+		idx = append(idx, i)
+	}
+	_, _, gen := c.getTotals("u")
+	r := c.rotations()
+	c.fillTokens(gen, "u", wide, wideRows, idx)
+	c.warmed(gen, "u", r)
+	if n := misses(c, wide); n == 0 || n == len(wide) {
+		t.Errorf("%d of %d rows kept aside missed, want those the side map evicted", n, len(wide))
+	}
+	if n := misses(c, absent); n != 0 {
+		t.Errorf("an absent token missed in a whole cache with rows aside evicted")
+	}
+}
+
+// rotate puts other users' tokens into c until its table has rotated n
+// more times.
+func rotate(c *cache, n uint64) {
+	want := c.rotations() + n
+	for i := 0; c.rotations() < want; i++ {
+		c.committed(fmt.Sprint("other", i%100), []bow.Hash{bow.Hash(i)}, [][]uint64{{1}}, nil)
+	}
+}

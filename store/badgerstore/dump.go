@@ -157,6 +157,9 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 			err = errors.Join(err, fmt.Errorf("drop what was restored (it stays hidden; the next open drops it): %w", s.writeError(derr)))
 			return
 		}
+		// A read between the forget above and the drop may have cached
+		// rows the drop deleted.
+		s.cache.forget(user)
 		marked = false
 	}()
 	wb := s.db.NewWriteBatch()

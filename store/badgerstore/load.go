@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,11 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 	written := make(chan error, 1)
 	go func(full <-chan *z.Buffer) {
 		defer close(written)
+		defer func() {
+			if r := recover(); r != nil {
+				written <- s.panicked("load", r)
+			}
+		}()
 		for b := range full {
 			if err := sw.Write(b); err != nil {
 				written <- fmt.Errorf("write: %w", err)
@@ -156,7 +162,7 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		}
 		waited = true
 		close(full)
-		if err, ok := <-written; ok {
+		if err, ok := <-written; ok && failed == nil {
 			failed = err
 		}
 		for _, b := range bufs {
@@ -165,19 +171,29 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		return failed
 	}
 	defer func() { _ = wait() }()
+	// writerDone notes why the writer stopped: the first failure, once.
+	writerDone := func(err error, ok bool) error {
+		if ok && failed == nil {
+			failed = err
+		}
+		return cmp.Or(failed, errors.New("write: the writer stopped"))
+	}
 	send := func(force bool) error {
+		if failed != nil {
+			return failed
+		}
 		if buf.LenNoPadding() == 0 || !force && buf.LenNoPadding() < loadChunk {
 			return nil
 		}
 		select {
 		case full <- buf:
-		case failed = <-written:
-			return failed
+		case err, ok := <-written:
+			return writerDone(err, ok)
 		}
 		select {
 		case buf = <-free:
-		case failed = <-written:
-			return failed
+		case err, ok := <-written:
+			return writerDone(err, ok)
 		}
 		return nil
 	}
