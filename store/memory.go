@@ -14,7 +14,8 @@ import (
 	"github.com/spamd/spamd/bow"
 )
 
-// Memory is a Store held in maps in memory, for evaluation runs and tests.
+// Memory is a Store held in memory, for evaluation runs, a first
+// training's bulk load and tests.
 // One RWMutex guards it: Lookup, Totals, Seen, Users and Check share the
 // read lock, Apply takes the write lock. Nothing survives Close or the
 // process. The zero value is not usable; call NewMemory.
@@ -633,6 +634,9 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	}
 	mod.tokens, mod.vocab = mod.recount()
 	if mod.rows.len() > 0 || len(mod.seen) > 0 || slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
+		if old := m.users[user]; old != nil {
+			old.rows.release()
+		}
 		m.users[user] = mod
 		kept = true
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -91,5 +92,83 @@ func TestRowTable(t *testing.T) {
 	}
 	if d, ok := get(1); ok || !allZero(dst) || d != 0 {
 		t.Errorf("an absent token read %v day %d", dst, d)
+	}
+}
+
+// TestRowTableLarge grows a table past the size from which its array is
+// mapped outside the heap, and empties it again: every row is found,
+// sorted gives exactly the hashes put, and release gives the array back.
+func TestRowTableLarge(t *testing.T) {
+	const n = 200_000 // past mapBytes / 32 slots at three quarters full
+	var tab rowTable
+	want := make([]bow.Hash, n)
+	row := []uint64{1, 2, 3, 4}
+	for i := range want {
+		want[i] = bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)
+		j, _ := tab.at(want[i])
+		row[0] = uint64(i + 1)
+		tab.set(j, want[i], row, Day(i))
+	}
+	// Where the system maps arrays, this one is mapped.
+	if s, unmap := mapSlots(1); s != nil {
+		unmap()
+		if tab.unmap == nil {
+			t.Errorf("an array of %d slots was not mapped", len(tab.slots))
+		}
+	}
+	slices.Sort(want)
+	if got := tab.sorted(); !slices.Equal(got, want) {
+		t.Fatalf("sorted gave %d hashes, not the %d put", len(got), len(want))
+	}
+	dst := make([]uint64, 4)
+	for i := range n {
+		h := bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)
+		j, ok := tab.find(h)
+		if !ok {
+			t.Fatalf("row %d lost", i)
+		}
+		if d := tab.row(j, dst); dst[0] != uint64(i+1) || d != Day(i) {
+			t.Fatalf("row %d reads %v day %d", i, dst, d)
+		}
+		// Every other row goes, which moves the runs they cut.
+		if i%2 == 0 {
+			tab.set(j, h, []uint64{0, 0}, 0)
+		}
+	}
+	if tab.len() != n/2 {
+		t.Fatalf("%d rows left, want %d", tab.len(), n/2)
+	}
+	for i := 1; i < n; i += 2 {
+		if _, ok := tab.find(bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)); !ok {
+			t.Fatalf("row %d lost when others went", i)
+		}
+	}
+	tab.release()
+	if tab.len() != 0 || tab.slots != nil || tab.unmap != nil {
+		t.Error("release left rows or an array")
+	}
+}
+
+// TestRowSlotHoldsNoPointer keeps rowSlot free of pointers: a slot
+// mapped outside the heap is not scanned by the garbage collector, which
+// would free what a pointer in it held.
+func TestRowSlotHoldsNoPointer(t *testing.T) {
+	var check func(reflect.Type) bool
+	check = func(ty reflect.Type) bool {
+		switch ty.Kind() {
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				if !check(ty.Field(i).Type) {
+					return false
+				}
+			}
+			return true
+		case reflect.Array:
+			return check(ty.Elem())
+		}
+		return ty.Kind() >= reflect.Bool && ty.Kind() <= reflect.Complex128
+	}
+	if !check(reflect.TypeFor[rowSlot]()) {
+		t.Error("rowSlot holds a pointer")
 	}
 }
