@@ -428,8 +428,12 @@ func (w *walker) stream(name string, r io.Reader, label string, size int64) erro
 	s := newSplitter(br, w.max, bufSize)
 	// A file that starts like an mbox is mostly one message with its
 	// envelope line (a TREC corpus, a saved message): the first chunk
-	// gets the whole file's room at once.
-	s.firstCap = size
+	// gets the whole file's room at once, unless the file is large
+	// enough to be a true mbox, whose first message would then hold
+	// room for them all.
+	if size <= firstCapMax {
+		s.firstCap = size
+	}
 	first, firstTrunc, err := s.chunk()
 	if err != nil {
 		return err

@@ -18,6 +18,10 @@ var fromPrefix = []byte("From ")
 // is collecting: lines longer than this are handled in pieces.
 const readBufSize = 64 << 10
 
+// firstCapMax is the largest file whose first chunk gets the file's size
+// as room from the start: far above a message, far below a mailbox.
+const firstCapMax = 1 << 20
+
 // splitter cuts an mbox stream into raw chunks, each running from its
 // "From " separator line up to, not including, the next separator, so the
 // chunks concatenate back to the input unless one was truncated.
