@@ -24,9 +24,10 @@ func empty(ctx context.Context, st store.Store) (bool, error) {
 // by Badger's Load, as sorted tables straight into its tree, or else by
 // the store's Restore. Badger writes a whole model that way several times
 // faster than it applies it batch by batch, which inserts each distinct
-// feature of each batch into its memtable. The price is memory, some 60
-// bytes a distinct feature, and that an interrupted run leaves nothing
-// trained rather than what its finished batches trained.
+// feature of each batch into its memtable. The price is memory, 32 bytes
+// a distinct feature in a table kept between half and three quarters
+// full, and that an interrupted run leaves nothing trained rather than
+// what its finished batches trained.
 func bulkTrain(ctx context.Context, e *env, f *filter.Filter, st *modelStore, user string, a *trainArgs) (*tally, error) {
 	mem := store.NewMemory()
 	defer mem.Close()
