@@ -14,9 +14,10 @@ import (
 // at most three quarters full), the row packed into its slot as
 // tokencache packs it. Training and scoring are mostly lookups of rare
 // tokens, each a cache miss: a slot costs one where a Go map to rows in
-// chunks cost two or three, and a token takes some 45 bytes where the map
-// and its row took 70, which is most of what a first training of a large
-// corpus holds in memory. The rows that do not pack (a value of a third
+// chunks cost two or three, and a token takes some 50 bytes (its slot, in
+// an array between half and three quarters full) where the map and its
+// row took 70, which is most of what a first training of a large corpus
+// holds in memory. The rows that do not pack (a value of a third
 // class, a count past 2^32 or a weight outside int32, which a two-class
 // model hardly ever has) go in a map beside it. A large array is mapped
 // outside the Go heap (mapSlots).
