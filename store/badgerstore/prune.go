@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -153,33 +154,24 @@ func (p *pruner) pass(ctx context.Context, snap *badger.Txn, kind byte) error {
 		}
 		return nil
 	}
-	it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
-	defer it.Close()
-	n := 0
-	for it.Rewind(); it.Valid(); it.Next() {
-		if n++; n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+	var flushErr error
+	err := scan(ctx, snap, prefix, func(key, v []byte) bool {
+		// A malformed key is left for Check to report.
+		if len(key) != keyLen || !p.drops(kind, v) {
+			return true
 		}
-		item := it.Item()
-		if len(item.Key()) != keyLen {
-			continue // malformed: Check reports it
-		}
-		drop := false
-		if err := item.Value(func(v []byte) error { drop = p.drops(kind, v); return nil }); err != nil {
-			p.s.readFailed(ctx, err)
-			return err
-		}
-		if !drop {
-			continue
-		}
-		keys = append(keys, item.KeyCopy(nil))
+		keys = append(keys, bytes.Clone(key))
 		if len(keys) >= p.limit {
-			if err := flush(); err != nil {
-				return err
-			}
+			flushErr = flush()
 		}
+		return flushErr == nil
+	})
+	if flushErr != nil {
+		return flushErr
+	}
+	if err != nil {
+		p.s.readFailed(ctx, err)
+		return err
 	}
 	return flush()
 }
