@@ -129,11 +129,7 @@ end
 -- Redis.
 local function dget(pend, f)
   local v = pend[f]
-  if v == nil then v = dv[f] end
-  if v == nil then
-    v = tonumber(rcall('HGET', dk, f)) or 0
-    dv[f] = v
-  end
+  if v == nil then v = cached_num(dv, dk, f) end
   return v
 end
 

@@ -229,6 +229,17 @@ local function put_all(key, fields, value)
 end
 
 -- parse_values reads "MEASURE LEVEL ..." into a flat list, checking it.
+-- cached_num returns field f of hash key as a number (0 if unset),
+-- reading Redis once per field: cache holds what was read.
+local function cached_num(cache, key, f)
+  local v = cache[f]
+  if v == nil then
+    v = tonumber(rcall('HGET', key, f)) or 0
+    cache[f] = v
+  end
+  return v
+end
+
 local function parse_values(txt)
   local t = parse_list(txt)
   if #t % 2 ~= 0 then fail('corrupt values') end

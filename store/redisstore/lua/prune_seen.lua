@@ -22,14 +22,6 @@ if not tv[1] then return {0, tv} end
 local fgt = parse_list(tv[9])
 
 local gone, dv = {}, {}
-local function dget(f)
-  local v = dv[f]
-  if v == nil then
-    v = tonumber(rcall('HGET', dk, f)) or 0
-    dv[f] = v
-  end
-  return v
-end
 for i = 3, #ARGV do
   local d = ARGV[i]
   local rec = rcall('HGET', sk, d)
@@ -45,9 +37,9 @@ for i = 3, #ARGV do
         local l = vals[j + 1]
         -- A value missing from the samples, which only damage makes, is
         -- taken from nothing, for check to report.
-        if dget(p .. num(l)) > 0 then
+        if cached_num(dv, dk, p .. num(l)) > 0 then
           for _, c in ipairs({{p .. num(l), 1}, {p .. 'n', 1}, {p .. 's', l}, {p .. 'q', l * l}}) do
-            dv[c[1]] = mmax(dget(c[1]) - c[2], 0)
+            dv[c[1]] = mmax(cached_num(dv, dk, c[1]) - c[2], 0)
           end
         end
       end
