@@ -482,29 +482,23 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	// One array for the rows saves an allocation a row: Dump hands a
 	// model of millions of rows to a bulk load at once.
 	var backing []uint64
-	hashes := mod.rows.sorted()
-	// Rows in hash order are at random places in the table: finding a
-	// batch of them before reading any lets their cache misses overlap.
-	var at [64]int
-	for start := 0; start < len(hashes); start += len(at) {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("dump: %w", err)
-		}
-		batch := hashes[start:min(start+len(at), len(hashes))]
-		for i, h := range batch {
-			at[i], _ = mod.rows.find(h)
-		}
-		for i, h := range batch {
-			if len(backing) < mod.width {
-				backing = make([]uint64, 1024*mod.width)
-			}
-			row := backing[:mod.width:mod.width]
-			backing = backing[mod.width:]
-			day := mod.rows.row(at[i], row)
-			if err := fn(Record{Hash: h, Counts: row, Day: day}); err != nil {
-				return err
+	n := 0
+	err := mod.rows.ascending(make([]uint64, mod.width), func(h bow.Hash, r []uint64, day Day) error {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("dump: %w", err)
 			}
 		}
+		if len(backing) < mod.width {
+			backing = make([]uint64, 1024*mod.width)
+		}
+		row := backing[:mod.width:mod.width]
+		backing = backing[mod.width:]
+		copy(row, r)
+		return fn(Record{Hash: h, Counts: row, Day: day})
+	})
+	if err != nil {
+		return err
 	}
 	digests := slices.SortedFunc(maps.Keys(mod.seen), func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
 	for _, d := range digests {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"cmp"
+	"math/bits"
 	"runtime"
 	"slices"
 	"unsafe"
@@ -57,13 +59,23 @@ const (
 // len returns the number of rows.
 func (t *rowTable) len() int { return t.n }
 
+// home returns the slot where the probe for h starts in a table of n
+// slots: h scaled to n. Hashes are xxhash digests, as even in their top
+// bits as a mix would make them, and a home that ascends with the hash
+// lets ascending read the rows in hash order from one pass over the
+// array, where finding them in that order missed the cache at every row.
+func home(h bow.Hash, n int) int {
+	hi, _ := bits.Mul64(uint64(h), uint64(n))
+	return int(hi)
+}
+
 // find returns the slot of h and true, or where h would go and false; -1
 // if the table has no slots.
 func (t *rowTable) find(h bow.Hash) (int, bool) {
 	if len(t.slots) == 0 {
 		return -1, false
 	}
-	for i := tokencache.Slot(uint64(h), len(t.slots)); ; {
+	for i := home(h, len(t.slots)); ; {
 		switch s := &t.slots[i]; {
 		case s.kind == slotFree:
 			return i, false
@@ -150,7 +162,7 @@ func (t *rowTable) remove(i int) {
 		}
 		// The row at j may fill the hole unless its home lies
 		// cyclically in (i, j].
-		k := tokencache.Slot(uint64(s.hash), n)
+		k := home(s.hash, n)
 		if i < j && (k <= i || k > j) || i > j && k <= i && k > j {
 			t.slots[i] = *s
 			i = j
@@ -210,14 +222,52 @@ func (t *rowTable) each(dst []uint64, fn func(h bow.Hash, row []uint64, day Day)
 	}
 }
 
-// sorted returns the hashes of the rows in ascending order.
-func (t *rowTable) sorted() []bow.Hash {
-	hs := make([]bow.Hash, 0, t.n)
-	for i := range t.slots {
-		if t.slots[i].kind != slotFree {
-			hs = append(hs, t.slots[i].hash)
+// ascending calls fn with every row in ascending order of hash, in dst
+// as each does, and stops at the first error fn returns.
+//
+// A row sits in the first free slot from its home on, and a home ascends
+// with the hash; deletion shifts rows back without ever leaving a free
+// slot between a row and its home. So every row homed before a free slot
+// sits before it: the rows between two free slots (a run) are those homed
+// there, and the rows in order are the runs in order, each sorted. The
+// run that reaches the end of the array goes on at its start, and comes
+// last; the rows before the first free slot that are homed there come
+// first.
+func (t *rowTable) ascending(dst []uint64, fn func(h bow.Hash, row []uint64, day Day) error) error {
+	n := len(t.slots)
+	first := slices.IndexFunc(t.slots, func(s rowSlot) bool { return s.kind == slotFree })
+	if t.n == 0 || first < 0 {
+		return nil
+	}
+	var run []int
+	emit := func() error {
+		slices.SortFunc(run, func(a, b int) int { return cmp.Compare(t.slots[a].hash, t.slots[b].hash) })
+		for _, i := range run {
+			if err := fn(t.slots[i].hash, dst, t.row(i, dst)); err != nil {
+				return err
+			}
+		}
+		run = run[:0]
+		return nil
+	}
+	for i := range first {
+		if home(t.slots[i].hash, n) <= i {
+			run = append(run, i)
 		}
 	}
-	slices.Sort(hs)
-	return hs
+	if err := emit(); err != nil {
+		return err
+	}
+	for i := first + 1; i <= n+first; i++ {
+		j := i % n
+		switch s := &t.slots[j]; {
+		case s.kind == slotFree:
+			if err := emit(); err != nil {
+				return err
+			}
+		case j >= first || home(s.hash, n) > j:
+			run = append(run, j)
+		}
+	}
+	return emit()
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -77,8 +78,16 @@ func TestRowTable(t *testing.T) {
 				t.Fatalf("step %d: each gave token %x %v, want %v", step, h, row, w)
 			}
 		})
-		if sorted := tab.sorted(); len(got) != len(want) || !slices.IsSorted(sorted) || len(sorted) != len(want) {
-			t.Fatalf("step %d: each gave %d rows, sorted %d, want %d", step, len(got), len(sorted), len(want))
+		var sorted []bow.Hash
+		err := tab.ascending(dst, func(h bow.Hash, row []uint64, day Day) error {
+			if w := rows[want[h]].row; !slices.Equal(row[:len(w)], w) || day != days[h] {
+				t.Fatalf("step %d: ascending gave token %x %v day %d, want %v day %d", step, h, row, day, w, days[h])
+			}
+			sorted = append(sorted, h)
+			return nil
+		})
+		if err != nil || len(got) != len(want) || !slices.IsSorted(sorted) || len(sorted) != len(want) {
+			t.Fatalf("step %d: each gave %d rows, ascending %d (%v), want %d", step, len(got), len(sorted), err, len(want))
 		}
 		wide := 0
 		for _, k := range want {
@@ -95,9 +104,83 @@ func TestRowTable(t *testing.T) {
 	}
 }
 
+// TestRowTableAscending reads rows in hash order from tables whose runs
+// start at the first slot, wrap around the end of the array onto the
+// rows homed at its start, or have been cut by deletions.
+func TestRowTableAscending(t *testing.T) {
+	top := func(k uint64) bow.Hash { return bow.Hash(math.MaxUint64 - k) }
+	tests := []struct {
+		name   string
+		put    []bow.Hash
+		remove []bow.Hash
+	}{
+		{"empty", nil, nil},
+		{"one", []bow.Hash{7}, nil},
+		{"runs at the start", []bow.Hash{3, 0, 1, 2, 1 << 60, 1<<60 + 1}, nil},
+		{"run wrapped onto the start", []bow.Hash{top(0), 0, top(3), 1, top(1), 2, top(2)}, nil},
+		{"wrapped run cut", []bow.Hash{top(0), 0, top(3), 1, top(1), 2, top(2), 1 << 62}, []bow.Hash{top(3), 0}},
+		{"all removed", []bow.Hash{5, top(5)}, []bow.Hash{top(5), 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tab rowTable
+			defer tab.release()
+			want := map[bow.Hash]bool{}
+			for i, h := range tt.put {
+				j, _ := tab.at(h)
+				tab.set(j, h, []uint64{uint64(i + 1)}, Day(i))
+				want[h] = true
+			}
+			for _, h := range tt.remove {
+				j, _ := tab.find(h)
+				tab.set(j, h, nil, 0)
+				delete(want, h)
+			}
+			got := ascendingHashes(t, &tab)
+			if !slices.IsSorted(got) || len(got) != len(want) {
+				t.Fatalf("ascending gave %x, want the %d hashes %v in order", got, len(want), want)
+			}
+			for _, h := range got {
+				if !want[h] {
+					t.Fatalf("ascending gave %x, not put", h)
+				}
+			}
+		})
+	}
+	t.Run("error stops", func(t *testing.T) {
+		var tab rowTable
+		for _, h := range []bow.Hash{1, 2, top(0)} {
+			j, _ := tab.at(h)
+			tab.set(j, h, []uint64{1}, 0)
+		}
+		stop := errors.New("stop")
+		calls := 0
+		err := tab.ascending(make([]uint64, 1), func(bow.Hash, []uint64, Day) error {
+			calls++
+			return stop
+		})
+		if err != stop || calls != 1 {
+			t.Errorf("ascending returned %v after %d calls, want the error after one", err, calls)
+		}
+	})
+}
+
+// ascendingHashes returns the hashes tab.ascending gives, in its order.
+func ascendingHashes(t *testing.T, tab *rowTable) []bow.Hash {
+	t.Helper()
+	var got []bow.Hash
+	if err := tab.ascending(make([]uint64, 4), func(h bow.Hash, _ []uint64, _ Day) error {
+		got = append(got, h)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // TestRowTableLarge grows a table past the size from which its array is
 // mapped outside the heap, and empties it again: every row is found,
-// sorted gives exactly the hashes put, and release gives the array back.
+// ascending gives exactly the hashes put, and release gives the array back.
 func TestRowTableLarge(t *testing.T) {
 	const n = 200_000 // past mapBytes / 32 slots at three quarters full
 	var tab rowTable
@@ -117,8 +200,8 @@ func TestRowTableLarge(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	if got := tab.sorted(); !slices.Equal(got, want) {
-		t.Fatalf("sorted gave %d hashes, not the %d put", len(got), len(want))
+	if got := ascendingHashes(t, &tab); !slices.Equal(got, want) {
+		t.Fatalf("ascending gave %d hashes, not the %d put", len(got), len(want))
 	}
 	dst := make([]uint64, 4)
 	for i := range n {
