@@ -165,7 +165,7 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	set := func(key, val []byte) error {
-		if err := wb.Set(key, val); err != nil {
+		if err := wb.Set(slices.Clone(key), slices.Clone(val)); err != nil {
 			return s.writeError(err)
 		}
 		return nil
@@ -223,7 +223,9 @@ func (s *Store) Restore(ctx context.Context, user string, next func() (store.Rec
 // messages the seen records and the header's forgotten messages.
 type encoder struct {
 	user string
-	set  func(key, val []byte) error
+	// set takes a key and its value, in buffers the encoder uses again:
+	// it copies what it keeps.
+	set func(key, val []byte) error
 	// names gives the store's class list with names in it, registering
 	// them if need be.
 	names func([]string) (*classList, error)
@@ -299,7 +301,7 @@ func (e *encoder) add(r store.Record) error {
 		}
 		e.tot.lastDay = max(e.tot.lastDay, r.Day)
 		e.buf = appendRow(e.buf[:0], r.Day, row)
-		return e.set(slices.Clone(e.key), slices.Clone(e.buf))
+		return e.set(e.key, e.buf)
 	case r.Class != "":
 		e.key = appendSeenKey(e.key[:0], e.user, r.Digest)
 		if err := e.onceSeen(r.Digest); err != nil {
@@ -326,7 +328,8 @@ func (e *encoder) add(r store.Record) error {
 		e.tot.messages[rec.class]++
 		e.tot.lastDay = max(e.tot.lastDay, rec.day)
 		e.samples.Add(rec.class, rec.values, 1)
-		return e.set(slices.Clone(e.key), appendSeen(nil, rec))
+		e.buf = appendSeen(e.buf[:0], rec)
+		return e.set(e.key, e.buf)
 	default:
 		return fmt.Errorf("%w: record %d is neither a token nor a seen record", store.ErrInconsistent, n)
 	}
@@ -360,7 +363,10 @@ func (e *encoder) writeSamples() error {
 // once fails for a token row that came before.
 func (e *encoder) once(h bow.Hash) error {
 	if e.sorted {
-		return e.ascends(fmt.Sprintf("token %x", h))
+		if !e.ascends() {
+			return fmt.Errorf("%w: token %x out of order or twice", store.ErrInconsistent, h)
+		}
+		return nil
 	}
 	if _, dup := e.tokens[h]; dup {
 		return fmt.Errorf("%w: token %x twice", store.ErrInconsistent, h)
@@ -372,7 +378,10 @@ func (e *encoder) once(h bow.Hash) error {
 // onceSeen fails for a seen record that came before.
 func (e *encoder) onceSeen(d store.Digest) error {
 	if e.sorted {
-		return e.ascends(fmt.Sprintf("message %x", d))
+		if !e.ascends() {
+			return fmt.Errorf("%w: message %x out of order or twice", store.ErrInconsistent, d)
+		}
+		return nil
 	}
 	if _, dup := e.seen[d]; dup {
 		return fmt.Errorf("%w: message %x twice", store.ErrInconsistent, d)
@@ -381,13 +390,14 @@ func (e *encoder) onceSeen(d store.Digest) error {
 	return nil
 }
 
-// ascends fails unless e.key comes after the last key, in a sorted run.
-func (e *encoder) ascends(what string) error {
+// ascends reports whether e.key comes after the last key, in a sorted
+// run.
+func (e *encoder) ascends() bool {
 	if e.last != nil && bytes.Compare(e.key, e.last) <= 0 {
-		return fmt.Errorf("%w: %s out of order or twice", store.ErrInconsistent, what)
+		return false
 	}
 	e.last = append(e.last[:0], e.key...)
-	return nil
+	return true
 }
 
 func stepClasses(steps []store.Step) []string {

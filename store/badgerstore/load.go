@@ -197,8 +197,11 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		}
 		return nil
 	}
+	// KVToBuffer copies what kv holds into buf.
+	kv := &pb.KV{Version: 1, StreamId: 1}
 	put := func(key, val []byte) error {
-		badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1, StreamId: 1}, buf)
+		kv.Key, kv.Value = key, val
+		badger.KVToBuffer(kv, buf)
 		return send(false)
 	}
 	lookup := func(ns []string) (*classList, error) {
