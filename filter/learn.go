@@ -25,9 +25,12 @@ import (
 type learner struct {
 	f    *Filter
 	user string
-	// pending holds, per token, what the batch added so far: a count per
-	// configured class, then a weight per class.
-	pending  map[bow.Hash][]float64
+	// pending holds, per token, where in rows what the batch added so
+	// far is: a count per configured class, then a weight per class. One
+	// array holds them all: a row each made one allocation a token.
+	pending  map[bow.Hash]int
+	rows     []float64
+	hits     [][2]int  // overlay's, kept for the next message
 	messages []float64 // per class
 	tokens   []float64 // per class
 	vocab    float64   // tokens the batch added that the store lacked
@@ -38,7 +41,7 @@ func (f *Filter) newLearner(user string) *learner {
 	return &learner{
 		f:        f,
 		user:     user,
-		pending:  make(map[bow.Hash][]float64),
+		pending:  make(map[bow.Hash]int),
 		messages: make([]float64, k),
 		tokens:   make([]float64, k),
 	}
@@ -81,14 +84,16 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 	hashes, counts := p.Bag.Hashes(), p.Bag.Counts()
 	for i, h := range hashes {
 		n := float64(counts[i])
-		row := l.pending[h]
-		if row == nil {
-			row = make([]float64, 2*k)
-			l.pending[h] = row
+		at, ok := l.pending[h]
+		if !ok {
+			at = len(l.rows)
+			l.rows = append(l.rows, make([]float64, 2*k)...)
+			l.pending[h] = at
 			if fs[i].Global == nil && (l.user == "" || fs[i].User == nil) {
 				l.vocab++
 			}
 		}
+		row := l.rows[at : at+2*k]
 		row[ci] += n
 		l.tokens[ci] += n
 		s := body
@@ -124,31 +129,35 @@ func (l *learner) overlay(m *nb.Model, fs []nb.Feature, scope []int) {
 		t.Messages[c] += l.messages[cc]
 		t.Tokens[c] += l.tokens[cc]
 	}
+	// The features the batch added to, with where their rows are; the
+	// sums then go in one array.
+	l.hits = l.hits[:0]
 	for i := range fs {
-		row := l.pending[bow.Hash(fs[i].Hash)]
-		if row == nil {
-			continue
+		if at, ok := l.pending[bow.Hash(fs[i].Hash)]; ok {
+			l.hits = append(l.hits, [2]int{i, at})
 		}
-		counts, weights := &fs[i].Global, &fs[i].Weight
+	}
+	sums := make([]float64, 2*len(scope)*len(l.hits))
+	plus := func(a, b []float64) []float64 {
+		out := sums[:len(scope):len(scope)]
+		sums = sums[len(scope):]
+		for i, c := range scope {
+			out[i] = b[c]
+		}
+		for i := range a {
+			out[i] += a[i]
+		}
+		return out
+	}
+	for _, hit := range l.hits {
+		f, row := &fs[hit[0]], l.rows[hit[1]:hit[1]+2*k]
+		counts, weights := &f.Global, &f.Weight
 		if l.user != "" {
-			counts, weights = &fs[i].User, &fs[i].UserWeight
+			counts, weights = &f.User, &f.UserWeight
 		}
-		*counts = plus(*counts, row[:k], scope)
-		*weights = plus(*weights, row[k:], scope)
+		*counts = plus(*counts, row[:k])
+		*weights = plus(*weights, row[k:])
 	}
-}
-
-// plus returns a new slice of a + b's entries at scope, a being nil or as
-// long as scope.
-func plus(a, b []float64, scope []int) []float64 {
-	out := make([]float64, len(scope))
-	for i, c := range scope {
-		out[i] = b[c]
-	}
-	for i := range a {
-		out[i] += a[i]
-	}
-	return out
 }
 
 // units converts a weight to the store's fixed point, rounding to the
