@@ -468,6 +468,33 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	if m.closed {
 		return fmt.Errorf("dump: %w", ErrClosed)
 	}
+	return m.dump(ctx, user, fn, false)
+}
+
+// Draining returns m as a Drainer, for a caller that drops m once it has
+// written its models elsewhere.
+func Draining(m *Memory) Drainer { return draining{m} }
+
+type draining struct{ *Memory }
+
+// Drain is Dump, giving back the memory of the rows as it hands them out;
+// user's model is gone once it returns, whatever it returns.
+func (d draining) Drain(ctx context.Context, user string, fn func(Record) error) error {
+	if err := ValidUser(user); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("drain: %w", ErrClosed)
+	}
+	defer delete(d.users, user)
+	return d.dump(ctx, user, fn, true)
+}
+
+// dump is Dump under the lock; with drain, it empties the rows' table as
+// it goes.
+func (m *Memory) dump(ctx context.Context, user string, fn func(Record) error, drain bool) error {
 	mod := m.users[user]
 	head := Record{Classes: slices.Clone(m.classes)}
 	if mod != nil && slices.ContainsFunc(mod.forgot, func(n uint64) bool { return n != 0 }) {
@@ -483,7 +510,11 @@ func (m *Memory) Dump(ctx context.Context, user string, fn func(Record) error) e
 	// model of millions of rows to a bulk load at once.
 	var backing []uint64
 	n := 0
-	err := mod.rows.ascending(make([]uint64, mod.width), func(h bow.Hash, r []uint64, day Day) error {
+	each := mod.rows.ascending
+	if drain {
+		each = mod.rows.drain
+	}
+	err := each(make([]uint64, mod.width), func(h bow.Hash, r []uint64, day Day) error {
 		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("dump: %w", err)

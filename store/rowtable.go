@@ -174,6 +174,7 @@ func (t *rowTable) remove(i int) {
 
 // grow moves the rows into an array half as large again.
 func (t *rowTable) grow() {
+	mapped := t.unmap != nil
 	prev, unmap := t.slots, t.detach()
 	n := max(len(prev)/2*3, minRowSlots)
 	t.slots = nil
@@ -185,10 +186,17 @@ func (t *rowTable) grow() {
 	if t.slots == nil {
 		t.slots = make([]rowSlot, n)
 	}
+	// The new array fills in the order the old one is read (a home
+	// ascends with the hash), so giving back the old one's pages as they
+	// are read keeps the two from being held whole at once.
+	freed := 0
 	for i := range prev {
 		if s := &prev[i]; s.kind != slotFree {
 			j, _ := t.find(s.hash)
 			t.slots[j] = *s
+		}
+		if mapped && (i+1)%(1<<16) == 0 {
+			freed += freeSlots(prev[freed : i+1])
 		}
 	}
 	unmap()
@@ -234,6 +242,32 @@ func (t *rowTable) each(dst []uint64, fn func(h bow.Hash, row []uint64, day Day)
 // last; the rows before the first free slot that are homed there come
 // first.
 func (t *rowTable) ascending(dst []uint64, fn func(h bow.Hash, row []uint64, day Day) error) error {
+	return t.runs(dst, fn, nil)
+}
+
+// drain is ascending for a table that is dropped after: as it goes, the
+// memory of the slots it has read is given back to the system, and the
+// table is empty once it returns, whatever it returns. A bulk load that
+// drains the model it writes out does not hold it twice.
+func (t *rowTable) drain(dst []uint64, fn func(h bow.Hash, row []uint64, day Day) error) error {
+	defer t.release()
+	if t.unmap == nil {
+		return t.ascending(dst, fn)
+	}
+	freed := 0
+	return t.runs(dst, fn, func(first, end int) {
+		// The rows before first go last, with the run that wraps.
+		if end > first {
+			freed = max(freed, first)
+			freed += freeSlots(t.slots[freed:end])
+		}
+	})
+}
+
+// runs is ascending, calling read, if not nil, once the rows of slots
+// from first up to end have all been handed to fn, first being the first
+// free slot.
+func (t *rowTable) runs(dst []uint64, fn func(h bow.Hash, row []uint64, day Day) error, read func(first, end int)) error {
 	n := len(t.slots)
 	first := slices.IndexFunc(t.slots, func(s rowSlot) bool { return s.kind == slotFree })
 	if t.n == 0 || first < 0 {
@@ -264,6 +298,9 @@ func (t *rowTable) ascending(dst []uint64, fn func(h bow.Hash, row []uint64, day
 		case s.kind == slotFree:
 			if err := emit(); err != nil {
 				return err
+			}
+			if read != nil {
+				read(first, min(i, n))
 			}
 		case j >= first || home(s.hash, n) > j:
 			run = append(run, j)

@@ -255,3 +255,57 @@ func TestRowSlotHoldsNoPointer(t *testing.T) {
 		t.Error("rowSlot holds a pointer")
 	}
 }
+
+// TestRowTableDrain drains tables large enough to be mapped, whose pages
+// are given back as the rows are read: the rows come as ascending gives
+// them, whole, and the table is empty after, also when fn fails.
+func TestRowTableDrain(t *testing.T) {
+	fill := func(n int) *rowTable {
+		tab := &rowTable{}
+		for i := range n {
+			h := bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)
+			j, _ := tab.at(h)
+			tab.set(j, h, []uint64{uint64(i + 1), uint64(i)}, Day(i))
+		}
+		return tab
+	}
+	type rec struct {
+		h   bow.Hash
+		row [2]uint64
+		day Day
+	}
+	collect := func(out *[]rec) func(bow.Hash, []uint64, Day) error {
+		return func(h bow.Hash, row []uint64, day Day) error {
+			*out = append(*out, rec{h, [2]uint64(row), day})
+			return nil
+		}
+	}
+	for _, n := range []int{0, 100, 300_000} {
+		var want, got []rec
+		tab := fill(n)
+		if err := tab.ascending(make([]uint64, 2), collect(&want)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tab.drain(make([]uint64, 2), collect(&got)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || len(got) != n {
+			t.Errorf("%d rows: drain gave %d rows, not the %d ascending gives", n, len(got), len(want))
+		}
+		if tab.len() != 0 || tab.slots != nil || tab.unmap != nil {
+			t.Errorf("%d rows: drain left rows or an array", n)
+		}
+	}
+	tab := fill(300_000)
+	stop := errors.New("stop")
+	calls := 0
+	err := tab.drain(make([]uint64, 2), func(bow.Hash, []uint64, Day) error {
+		if calls++; calls == 100_000 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || tab.len() != 0 || tab.slots != nil {
+		t.Errorf("drain cut off: %v, %d rows left", err, tab.len())
+	}
+}

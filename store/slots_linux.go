@@ -26,3 +26,20 @@ func mapSlots(n int) ([]rowSlot, func()) {
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	return unsafe.Slice((*rowSlot)(unsafe.Pointer(&b[0])), n), func() { _ = unix.Munmap(b) }
 }
+
+// freeSlots gives back to the system the memory of the whole huge pages
+// of s, a part of an array mapSlots returned, which then reads as free
+// slots, and returns how many slots from the start of s that covers.
+func freeSlots(s []rowSlot) int {
+	const page = 2 << 20
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(rowSlot{})))
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := int((start+page-1)&^(page-1) - start)
+	hi := int((start+uintptr(len(b)))&^(page-1) - start)
+	if hi <= lo {
+		// Nothing whole yet: these slots go with the next call's.
+		return 0
+	}
+	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+	return hi / int(unsafe.Sizeof(rowSlot{}))
+}

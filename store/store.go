@@ -361,6 +361,15 @@ type Sizer interface {
 	UserSize(ctx context.Context, user string) (int64, error)
 }
 
+// Drainer is a Store whose models can be handed out once, for a caller
+// that drops it after writing them elsewhere (Draining).
+type Drainer interface {
+	Store
+	// Drain is Dump, except that user's model is gone once it returns,
+	// whatever it returns, and the memory it took given back as it goes.
+	Drain(ctx context.Context, user string, fn func(Record) error) error
+}
+
 // HealthReporter is implemented by a Store that watches its own storage
 // for faults, such as the disk filling up, and reports what it found. A
 // Store without it reports every fault as an error of the call that met

@@ -40,7 +40,7 @@ func bulkTrain(ctx context.Context, e *env, f *filter.Filter, st *modelStore, us
 		return t, fmt.Errorf("%w; nothing was written to the store", err)
 	}
 	if st.badger != nil {
-		if err := st.badger.Load(ctx, mem); err != nil {
+		if err := st.badger.Load(ctx, store.Draining(mem)); err != nil {
 			return t, fmt.Errorf("%w; nothing was written to the store", err)
 		}
 		return t, nil

@@ -36,6 +36,9 @@ var ErrNotEmpty = errors.New("the store holds a model")
 // them as tables straight into the bottom of its tree (a StreamWriter),
 // with no memtable, write-ahead log or compaction.
 //
+// A src that is a store.Drainer is drained as its rows are written: the
+// model is not held twice, and src is left without it, loaded or not.
+//
 // A load is all or nothing, across a crash too: before it drops anything
 // it writes loadMarker, which it removes once the model is whole, and Open
 // drops everything in a store that still has the marker. Load holds the
@@ -221,7 +224,11 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 	for pass := range 2 {
 		for i, u := range users {
 			n := 0
-			err := src.Dump(ctx, u, func(r store.Record) error {
+			dump := src.Dump
+			if d, ok := src.(store.Drainer); ok && pass == 1 {
+				dump = d.Drain
+			}
+			err := dump(ctx, u, func(r store.Record) error {
 				if n++; n%4096 == 0 {
 					if err := ctx.Err(); err != nil {
 						return err

@@ -169,6 +169,34 @@ func (f failingDump) Dump(ctx context.Context, user string, fn func(store.Record
 	})
 }
 
+// TestLoadDrains loads a drained memory store: the store holds the
+// models the memory store held, which is left without them.
+func TestLoadDrains(t *testing.T) {
+	ctx := context.Background()
+	users := []string{"", "alice", "bob"}
+	src := memoryModel(t, users, 300, 2)
+	want := map[string]string{}
+	for _, u := range users {
+		want[u] = dumpText(t, src, u)
+	}
+	s := open(t, t.TempDir(), Options{})
+	defer s.Close()
+	if err := s.Load(ctx, store.Draining(src)); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if got := dumpText(t, s, u); got != want[u] {
+			t.Errorf("model %q differs after the load", u)
+		}
+		if err := s.Check(ctx, u); err != nil {
+			t.Error(err)
+		}
+	}
+	if left, err := src.Users(ctx); err != nil || len(left) != 0 {
+		t.Errorf("the drained store still has users %q (%v)", left, err)
+	}
+}
+
 // TestLoadFails checks that a load that fails leaves the store as empty
 // as it found it, and usable.
 func TestLoadFails(t *testing.T) {
