@@ -5,9 +5,9 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"unsafe"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/internal/offheap"
 	"github.com/spamd/spamd/store/tokencache"
 )
 
@@ -22,7 +22,7 @@ import (
 // holds in memory. The rows that do not pack (a value of a third
 // class, a count past 2^32 or a weight outside int32, which a two-class
 // model hardly ever has) go in a map beside it. A large array is mapped
-// outside the Go heap (mapSlots).
+// outside the Go heap (offheap.Make).
 type rowTable struct {
 	slots []rowSlot
 	n     int
@@ -49,12 +49,8 @@ const (
 	slotWide // the row is in rowTable.wide
 )
 
-const (
-	// minRowSlots is the size of a table's first array.
-	minRowSlots = 64
-	// mapBytes is the size from which an array is mapped: two huge pages.
-	mapBytes = 4 << 20
-)
+// minRowSlots is the size of a table's first array.
+const minRowSlots = 64
 
 // len returns the number of rows.
 func (t *rowTable) len() int { return t.n }
@@ -178,13 +174,8 @@ func (t *rowTable) grow() {
 	prev, unmap := t.slots, t.detach()
 	n := max(len(prev)/2*3, minRowSlots)
 	t.slots = nil
-	if n*int(unsafe.Sizeof(rowSlot{})) >= mapBytes {
-		if t.slots, t.unmap = mapSlots(n); t.slots != nil {
-			t.cleanup = runtime.AddCleanup(t, func(unmap func()) { unmap() }, t.unmap)
-		}
-	}
-	if t.slots == nil {
-		t.slots = make([]rowSlot, n)
+	if t.slots, t.unmap = offheap.Make[rowSlot](n); t.unmap != nil {
+		t.cleanup = runtime.AddCleanup(t, func(unmap func()) { unmap() }, t.unmap)
 	}
 	// The new array fills in the order the old one is read (a home
 	// ascends with the hash), so giving back the old one's pages as they
@@ -196,7 +187,7 @@ func (t *rowTable) grow() {
 			t.slots[j] = *s
 		}
 		if mapped && (i+1)%(1<<16) == 0 {
-			freed += freeSlots(prev[freed : i+1])
+			freed += offheap.Drop(prev[freed : i+1])
 		}
 	}
 	unmap()
@@ -259,7 +250,7 @@ func (t *rowTable) drain(dst []uint64, fn func(h bow.Hash, row []uint64, day Day
 		// The rows before first go last, with the run that wraps.
 		if end > first {
 			freed = max(freed, first)
-			freed += freeSlots(t.slots[freed:end])
+			freed += offheap.Drop(t.slots[freed:end])
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/internal/offheap"
 )
 
 // TestRowTable puts, changes and deletes rows at random against a map,
@@ -182,7 +183,7 @@ func ascendingHashes(t *testing.T, tab *rowTable) []bow.Hash {
 // mapped outside the heap, and empties it again: every row is found,
 // ascending gives exactly the hashes put, and release gives the array back.
 func TestRowTableLarge(t *testing.T) {
-	const n = 200_000 // past mapBytes / 32 slots at three quarters full
+	const n = 200_000 // past 4 MiB of 32-byte slots at three quarters full
 	var tab rowTable
 	want := make([]bow.Hash, n)
 	row := []uint64{1, 2, 3, 4}
@@ -193,8 +194,8 @@ func TestRowTableLarge(t *testing.T) {
 		tab.set(j, want[i], row, Day(i))
 	}
 	// Where the system maps arrays, this one is mapped.
-	if s, unmap := mapSlots(1); s != nil {
-		unmap()
+	if _, free := offheap.Make[rowSlot](1 << 17); free != nil {
+		free()
 		if tab.unmap == nil {
 			t.Errorf("an array of %d slots was not mapped", len(tab.slots))
 		}
