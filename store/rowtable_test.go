@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -230,30 +229,6 @@ func TestRowTableLarge(t *testing.T) {
 	tab.release()
 	if tab.len() != 0 || tab.slots != nil || tab.unmap != nil {
 		t.Error("release left rows or an array")
-	}
-}
-
-// TestRowSlotHoldsNoPointer keeps rowSlot free of pointers: a slot
-// mapped outside the heap is not scanned by the garbage collector, which
-// would free what a pointer in it held.
-func TestRowSlotHoldsNoPointer(t *testing.T) {
-	var check func(reflect.Type) bool
-	check = func(ty reflect.Type) bool {
-		switch ty.Kind() {
-		case reflect.Struct:
-			for i := range ty.NumField() {
-				if !check(ty.Field(i).Type) {
-					return false
-				}
-			}
-			return true
-		case reflect.Array:
-			return check(ty.Elem())
-		}
-		return ty.Kind() >= reflect.Bool && ty.Kind() <= reflect.Complex128
-	}
-	if !check(reflect.TypeFor[rowSlot]()) {
-		t.Error("rowSlot holds a pointer")
 	}
 }
 

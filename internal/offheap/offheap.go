@@ -11,9 +11,13 @@
 //
 // The garbage collector does not see memory outside the heap: an element
 // type must hold no pointer, or what it points to may be freed under it.
+// Make panics on one that does.
 package offheap
 
-import "unsafe"
+import (
+	"reflect"
+	"unsafe"
+)
 
 // minBytes is the size from which an array goes outside the heap: two
 // huge pages. A smaller one is not worth a mapping of its own.
@@ -25,6 +29,9 @@ const minBytes = 4 << 20
 // bytes, or one the system refuses to map, is made in the heap, and free
 // is nil.
 func Make[T any](n int) (s []T, free func()) {
+	if !plain(reflect.TypeFor[T]()) {
+		panic("offheap: " + reflect.TypeFor[T]().String() + " holds pointers")
+	}
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	if size >= minBytes {
@@ -54,3 +61,19 @@ func Drop[T any](s []T) int {
 }
 
 const hugePage = 2 << 20
+
+// plain reports whether a value of type t holds no pointer.
+func plain(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plain(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	case reflect.Array:
+		return plain(t.Elem())
+	}
+	return t.Kind() >= reflect.Bool && t.Kind() <= reflect.Complex128
+}

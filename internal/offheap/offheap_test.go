@@ -102,3 +102,34 @@ func TestDrop(t *testing.T) {
 }
 
 func uintptrOf(p *slot) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+// TestMakeRefusesPointers makes arrays of types with and without
+// pointers: only plain values may live where the collector does not look.
+func TestMakeRefusesPointers(t *testing.T) {
+	type withString struct {
+		a uint64
+		s string
+	}
+	tests := []struct {
+		name  string
+		make  func()
+		panic bool
+	}{
+		{"plain struct", func() { Make[slot](1) }, false},
+		{"array of plain", func() { Make[[4]uint32](1) }, false},
+		{"string field", func() { Make[withString](1) }, true},
+		{"pointer", func() { Make[*slot](1) }, true},
+		{"slice", func() { Make[[]byte](1) }, true},
+		{"array of strings", func() { Make[[2]string](1) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if got := recover() != nil; got != tt.panic {
+					t.Errorf("panicked %v, want %v", got, tt.panic)
+				}
+			}()
+			tt.make()
+		})
+	}
+}

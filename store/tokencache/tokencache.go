@@ -7,8 +7,8 @@
 // out as store.Counts, or to "known absent". It knows nothing of when a
 // row goes stale: that is the backend's business, which decides what to
 // put and under which user number (a backend may give a user a new number
-// to drop all its rows at once). A Table is not safe for concurrent use;
-// the backend guards it.
+// to drop all its rows at once). A Table is not safe for concurrent use:
+// the backend guards it, and must not copy it once used.
 //
 // # Method
 //
@@ -33,18 +33,24 @@ package tokencache
 import (
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/internal/offheap"
 )
 
 // Table maps a user's token to its row. The zero value caches nothing;
 // New makes one of a given size.
 type Table struct {
 	cur, old []entry
-	n        int // entries in cur
-	maxSlots int // slots of a generation at its bound; 0 turns caching off
-	rotated  uint64
+	// curMem and oldMem own cur's and old's arrays, which are outside
+	// the heap when large: a cache at its bound would otherwise be most
+	// of a daemon's live heap, and let as much garbage pile up again.
+	curMem, oldMem *generation
+	n              int // entries in cur
+	maxSlots       int // slots of a generation at its bound; 0 turns caching off
+	rotated        uint64
 	// wide holds the rows that do not fit in an entry: of tokens with a
 	// count or weight of a class past the first inlineClasses, or too
 	// big for 32 bits. Their entries say wideCounts.
@@ -260,6 +266,46 @@ func (t *Table) Put(id uint32, h bow.Hash, v []uint64) {
 	}
 }
 
+// generation owns the array of a generation's entries.
+type generation struct {
+	entries []entry
+	free    func() // nil for an array in the heap
+	cleanup runtime.Cleanup
+}
+
+// newGeneration makes an array of n empty entries, outside the heap when
+// large, where a cleanup gives it back should the table be dropped.
+func newGeneration(n int) *generation {
+	g := &generation{}
+	if g.entries, g.free = offheap.Make[entry](n); g.free != nil {
+		g.cleanup = runtime.AddCleanup(g, func(free func()) { free() }, g.free)
+	}
+	return g
+}
+
+// release gives g's array back at once; nothing may use it after.
+func (g *generation) release() {
+	if g == nil || g.free == nil {
+		return
+	}
+	g.cleanup.Stop()
+	g.free()
+	g.free, g.entries = nil, nil
+}
+
+// setCur makes g the current generation, with the entries of prev, which
+// it then gives back.
+func (t *Table) setCur(g *generation) {
+	prev, prevMem := t.cur, t.curMem
+	t.cur, t.curMem = g.entries, g
+	for i := range prev {
+		if e := &prev[i]; e.user != 0 {
+			*probe(t.cur, e.user, e.hash) = *e
+		}
+	}
+	prevMem.release()
+}
+
 // Reserve grows the current generation, within the table's bound, to hold
 // n more entries without growing again: warming a model of known size
 // then fills it once, where doubling would move every entry anew at each
@@ -269,44 +315,37 @@ func (t *Table) Reserve(n int) {
 	if need <= len(t.cur) {
 		return
 	}
-	prev := t.cur
-	t.cur = make([]entry, max(need, minSlots))
-	for i := range prev {
-		if e := &prev[i]; e.user != 0 {
-			*probe(t.cur, e.user, e.hash) = *e
-		}
-	}
+	t.setCur(newGeneration(max(need, minSlots)))
 }
 
 // grow doubles cur, up to its bound, or, at the bound, makes it old and
 // starts anew.
 func (t *Table) grow() {
 	if len(t.cur) < t.maxSlots {
-		prev := t.cur
-		t.cur = make([]entry, min(max(2*len(prev), minSlots), t.maxSlots))
-		for i := range prev {
-			if e := &prev[i]; e.user != 0 {
-				*probe(t.cur, e.user, e.hash) = *e
-			}
-		}
+		t.setCur(newGeneration(min(max(2*len(t.cur), minSlots), t.maxSlots)))
 		return
 	}
-	// The dropped generation's array is the new one's, cleared.
+	// The dropped generation's array in the heap is the new one's,
+	// cleared; one outside it is given back, and a new mapping's pages
+	// are taken only as they fill.
 	t.rotated++
-	drop := t.old
-	t.old = t.cur
-	if len(drop) == len(t.cur) {
-		clear(drop)
+	drop := t.oldMem
+	t.old, t.oldMem = t.cur, t.curMem
+	if drop != nil && drop.free == nil && len(drop.entries) == len(t.cur) {
+		clear(drop.entries)
 	} else {
-		drop = make([]entry, len(t.cur))
+		drop.release()
+		drop = newGeneration(len(t.cur))
 	}
-	t.cur, t.n = drop, 0
+	t.cur, t.curMem, t.n = drop.entries, drop, 0
 }
 
 // Reset drops every entry.
 func (t *Table) Reset() {
 	t.rotated += 2
-	t.cur, t.old, t.n = nil, nil, 0
+	t.curMem.release()
+	t.oldMem.release()
+	t.cur, t.old, t.curMem, t.oldMem, t.n = nil, nil, nil, nil, 0
 	clear(t.wide.m)
 }
 

@@ -3,6 +3,7 @@ package tokencache
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
@@ -141,9 +142,23 @@ func TestTokenTable(t *testing.T) {
 // into the new generation, as Lookup does with what getTokens finds only
 // in the old one, survives the rotation that drops the rest.
 func TestTokenTableGenerations(t *testing.T) {
-	tt := New(1 << 20)
-	if tt.maxSlots != 1<<20/(2*EntryBytes) {
-		t.Fatalf("%d slots a generation from 1 MiB, want all of it: %d", tt.maxSlots, 1<<20/(2*EntryBytes))
+	tests := []struct {
+		name   string
+		bytes  int64
+		mapped bool // generations outside the heap
+	}{
+		{"in the heap", 1 << 20, false},
+		{"outside the heap", 32 << 20, runtime.GOOS == "linux"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { testGenerations(t, tc.bytes, tc.mapped) })
+	}
+}
+
+func testGenerations(t *testing.T, bytes int64, mapped bool) {
+	tt := New(bytes)
+	if tt.maxSlots != int(bytes/(2*EntryBytes)) {
+		t.Fatalf("%d slots a generation from %d bytes, want all of it: %d", tt.maxSlots, bytes, bytes/(2*EntryBytes))
 	}
 	rotations := 0
 	// fill puts other tokens until the table rotates once more.
@@ -182,6 +197,13 @@ func TestTokenTableGenerations(t *testing.T) {
 	// A token of the first fill, never read since, is gone.
 	if e, _ := tt.find(1, bow.Hash(0)); e != nil {
 		t.Errorf("a token unread for two rotations is still there: %+v", e)
+	}
+	if got := tt.curMem.free != nil && tt.oldMem.free != nil; got != mapped {
+		t.Errorf("generations outside the heap: %v, want %v", got, mapped)
+	}
+	tt.Reset()
+	if tt.curMem != nil || tt.oldMem != nil || tt.cur != nil || tt.old != nil {
+		t.Error("Reset kept a generation")
 	}
 }
 
