@@ -148,13 +148,7 @@ func (t *Table) Rotations() uint64 { return t.rotated }
 // warming its cache from a scan does) would otherwise land in one long
 // run of slots.
 func slot(user uint32, h bow.Hash, n int) int {
-	return Slot(uint64(h)^uint64(user)<<32, n)
-}
-
-// Slot returns where the probe for key x starts in an open-addressed
-// table of n slots, as a Table's does: the high bits of a multiplicative
-// mix of x, scaled to n.
-func Slot(x uint64, n int) int {
+	x := uint64(h) ^ uint64(user)<<32
 	x *= 0x9e3779b97f4a7c15
 	x ^= x >> 29
 	hi, _ := bits.Mul64(x*0xbf58476d1ce4e5b9, uint64(n))
@@ -346,7 +340,7 @@ func (t *Table) Reset() {
 	t.curMem.release()
 	t.oldMem.release()
 	t.cur, t.old, t.curMem, t.oldMem, t.n = nil, nil, nil, nil, 0
-	clear(t.wide.m)
+	t.wide.Clear()
 }
 
 // Bounded is a map of at most max entries, or of entries of at most max

@@ -340,3 +340,26 @@ func TestReserve(t *testing.T) {
 		})
 	}
 }
+
+// TestResetWide fills the rows kept aside to their bound, resets the
+// table and fills them again: Reset gives back the whole budget, where
+// emptying the map alone left it spent and the next put looking forever
+// for a row to evict.
+func TestResetWide(t *testing.T) {
+	tt := New(1 << 20)
+	limit := tt.maxSlots / wideFraction
+	fill := func() {
+		for i := range limit {
+			tt.Put(1, bow.Hash(uint64(i+1)*0x9e3779b97f4a7c15), []uint64{1, 0, 0, 0, 2, 0})
+		}
+	}
+	fill()
+	if tt.wide.Len() != limit {
+		t.Fatalf("%d rows aside, want %d", tt.wide.Len(), limit)
+	}
+	tt.Reset()
+	fill()
+	if tt.wide.Len() != limit {
+		t.Errorf("after a reset, %d rows aside, want %d", tt.wide.Len(), limit)
+	}
+}
