@@ -43,12 +43,17 @@ func Make[T any](n int) (s []T, free func()) {
 }
 
 // Drop gives back to the system the memory of the whole huge pages of s,
-// part of an array Make mapped (never one in the heap), whose elements there then read as zero,
-// and returns how many elements from the start of s that covers: the
-// elements before the first whole page are left as they are.
+// part of an array Make mapped (never one in the heap), whose elements
+// there then read as zero, and returns how many elements from the start
+// of s that covers: the elements before the first whole page are left as
+// they are. It drops nothing for a type whose size does not divide a
+// huge page, whose elements could straddle one's edge.
 func Drop[T any](s []T) int {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
+	if size == 0 || hugePage%size != 0 {
+		return 0
+	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*size)
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := int((start+hugePage-1)&^(hugePage-1) - start)

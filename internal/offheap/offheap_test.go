@@ -133,3 +133,26 @@ func TestMakeRefusesPointers(t *testing.T) {
 		})
 	}
 }
+
+// TestDropOddSize drops part of a mapped array of elements whose size
+// does not divide a huge page: nothing is dropped, since an element
+// could straddle a page's edge.
+func TestDropOddSize(t *testing.T) {
+	type odd [24]byte
+	s, free := Make[odd](3 * hugePage / 24)
+	if free == nil {
+		t.Skip("arrays are not mapped here")
+	}
+	defer free()
+	for i := range s {
+		s[i][0] = 1
+	}
+	if n := Drop(s); n != 0 {
+		t.Errorf("Drop covered %d elements, want none", n)
+	}
+	for i := range s {
+		if s[i][0] != 1 {
+			t.Fatalf("element %d was dropped", i)
+		}
+	}
+}
