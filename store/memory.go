@@ -389,6 +389,9 @@ func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 	c := rec.class
 	hashes, counts := bag.Hashes(), bag.Counts()
 	row := mod.scratch
+	if sign > 0 {
+		mod.rows.reserve(len(hashes))
+	}
 	for i, h := range hashes {
 		n := counts[i]
 		if n == 0 {
@@ -488,7 +491,12 @@ func (d draining) Drain(ctx context.Context, user string, fn func(Record) error)
 	if d.closed {
 		return fmt.Errorf("drain: %w", ErrClosed)
 	}
-	defer delete(d.users, user)
+	defer func() {
+		if mod := d.users[user]; mod != nil {
+			mod.rows.release()
+			delete(d.users, user)
+		}
+	}()
 	return d.dump(ctx, user, fn, true)
 }
 
@@ -568,6 +576,13 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 	}
 	var index []int // the store's index of each class of the header
 	mod := &memModel{seen: make(map[Digest]seenRec)}
+	// The token rows, mod.width values each, go into the table once all
+	// are read (rowTable.reserve).
+	var (
+		hashes []bow.Hash
+		days   []Day
+		rows   []uint64
+	)
 	kept := false
 	defer func() {
 		if !kept {
@@ -610,20 +625,15 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 			if len(r.Counts) > 2*len(index) {
 				return fmt.Errorf("restore: %w: token %x has values of classes the header lacks", ErrInconsistent, r.Hash)
 			}
-			rr, dup := mod.rows.at(r.Hash)
-			if dup {
-				return fmt.Errorf("restore: %w: token %x twice", ErrInconsistent, r.Hash)
-			}
 			if allZero(r.Counts) {
 				continue
 			}
-			row := mod.scratch
-			clear(row)
+			start := len(rows)
+			rows = append(rows, make([]uint64, mod.width)...)
 			for c, i := range index {
-				row[2*i], row[2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
+				rows[start+2*i], rows[start+2*i+1] = r.Counts.Count(c), uint64(r.Counts.Weight(c))
 			}
-			mod.rows.set(rr, r.Hash, row, r.Day)
-			mod.lastDay = max(mod.lastDay, r.Day)
+			hashes, days = append(hashes, r.Hash), append(days, r.Day)
 		case r.Class != "":
 			if err := ValidClass(r.Class); err != nil {
 				return fmt.Errorf("restore: %w", err)
@@ -650,6 +660,16 @@ func (m *Memory) Restore(ctx context.Context, user string, next func() (Record, 
 		default:
 			return fmt.Errorf("restore: %w: record %d is neither a token nor a seen record", ErrInconsistent, n)
 		}
+	}
+	mod.rows.reserve(len(hashes))
+	for k, h := range hashes {
+		i, dup := mod.rows.at(h)
+		if dup {
+			return fmt.Errorf("restore: %w: token %x twice", ErrInconsistent, h)
+		}
+		w := mod.width
+		mod.rows.set(i, h, rows[k*w:(k+1)*w], days[k])
+		mod.lastDay = max(mod.lastDay, days[k])
 	}
 	mod.grow(len(m.classes))
 	copy(mod.messages, mod.forgot)

@@ -169,10 +169,23 @@ func (t *rowTable) remove(i int) {
 }
 
 // grow moves the rows into an array half as large again.
-func (t *rowTable) grow() {
+func (t *rowTable) grow() { t.growTo(max(len(t.slots)/2*3, minRowSlots)) }
+
+// reserve makes room for n more rows without growing again. Rows put in
+// hash order into a table that grows as it fills would all be homed in
+// its first part, in one run that every put walks to its end: whoever
+// puts rows that come sorted (a dump, a message's bag) reserves for them
+// first.
+func (t *rowTable) reserve(n int) {
+	if need := t.n + n; need > len(t.slots)/4*3 {
+		t.growTo(max(need*4/3+1, len(t.slots)/2*3, minRowSlots))
+	}
+}
+
+// growTo moves the rows into an array of n slots.
+func (t *rowTable) growTo(n int) {
 	mapped := t.unmap != nil
 	prev, unmap := t.slots, t.detach()
-	n := max(len(prev)/2*3, minRowSlots)
 	t.slots = nil
 	if t.slots, t.unmap = offheap.Make[rowSlot](n); t.unmap != nil {
 		t.cleanup = runtime.AddCleanup(t, func(unmap func()) { unmap() }, t.unmap)
@@ -247,7 +260,8 @@ func (t *rowTable) drain(dst []uint64, fn func(h bow.Hash, row []uint64, day Day
 	}
 	freed := 0
 	return t.runs(dst, fn, func(first, end int) {
-		// The rows before first go last, with the run that wraps.
+		// The slots before first are read again with the run that
+		// wraps, at the end.
 		if end > first {
 			freed = max(freed, first)
 			freed += offheap.Drop(t.slots[freed:end])

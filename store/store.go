@@ -366,7 +366,8 @@ type Sizer interface {
 type Drainer interface {
 	Store
 	// Drain is Dump, except that user's model is gone once it returns,
-	// whatever it returns, and the memory it took given back as it goes.
+	// whatever it returns, and what its rows take may be given back as
+	// they are handed out.
 	Drain(ctx context.Context, user string, fn func(Record) error) error
 }
 

@@ -36,8 +36,10 @@ var ErrNotEmpty = errors.New("the store holds a model")
 // them as tables straight into the bottom of its tree (a StreamWriter),
 // with no memtable, write-ahead log or compaction.
 //
-// A src that is a store.Drainer is drained as its rows are written: the
-// model is not held twice, and src is left without it, loaded or not.
+// A src that is a store.Drainer is drained in the pass that writes its
+// rows, so that a model is not held twice: each model whose rows that
+// pass reaches is gone from src after, whether the load then succeeds or
+// not.
 //
 // A load is all or nothing, across a crash too: before it drops anything
 // it writes loadMarker, which it removes once the model is whole, and Open
