@@ -638,7 +638,13 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 	ops := make([]store.Op, len(items))
 	var l *learner
 	if f.cfg.NB.Discriminative {
-		l = f.newLearner(user)
+		tokens := 0
+		for i := range items {
+			if items[i].Class != "" {
+				tokens += len(items[i].Bag.Hashes())
+			}
+		}
+		l = f.newLearner(user, tokens)
 	}
 	for i := range items {
 		it := &items[i]

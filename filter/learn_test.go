@@ -127,3 +127,46 @@ func TestLearnedWeightsUndo(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingIndex checks the learner's index against a map, for hashes
+// that crowd one end of the table (so that probes wrap around) and for
+// more tokens than were reserved (so that it grows).
+func TestPendingIndex(t *testing.T) {
+	spread := func(i int) bow.Hash { return bow.Hash(uint64(i) * 0x9e3779b97f4a7c15) }
+	top := func(i int) bow.Hash { return bow.Hash(^uint64(0) - uint64(i)) }
+	for _, tc := range []struct {
+		name    string
+		reserve int
+		n       int
+		hash    func(int) bow.Hash
+	}{
+		{"within the reserve", 1000, 1000, spread},
+		{"past the reserve", 3, 5000, spread},
+		{"all at the last slot", 50, 50, top},
+		{"none reserved, crowded", 0, 300, top},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newPendingIndex(tc.reserve)
+			want := map[bow.Hash]int{}
+			for i := range tc.n {
+				h := tc.hash(i)
+				if _, ok := x.get(h); ok {
+					t.Fatalf("%x found before it was added", h)
+				}
+				x.add(h, 7*i)
+				want[h] = 7 * i
+			}
+			if x.n != len(want) {
+				t.Errorf("n = %d, want %d", x.n, len(want))
+			}
+			for h, at := range want {
+				if got, ok := x.get(h); !ok || got != at {
+					t.Errorf("get(%x) = %d, %v; want %d, true", h, got, ok, at)
+				}
+			}
+			if _, ok := x.get(spread(tc.n + 1)); ok {
+				t.Error("a hash never added was found")
+			}
+		})
+	}
+}
