@@ -645,6 +645,7 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 			}
 		}
 		l = f.newLearner(user, tokens)
+		defer l.release()
 	}
 	for i := range items {
 		it := &items[i]

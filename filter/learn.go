@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -37,18 +38,44 @@ type learner struct {
 	vocab    float64   // tokens the batch added that the store lacked
 }
 
+// learnBuffers are a learner's index and rows, kept from batch to batch:
+// allocated afresh for every batch of 256 messages, they made a first
+// training's heap, and so its peak memory, some 20 MB larger.
+type learnBuffers struct {
+	slots []pendingSlot
+	rows  []float64
+}
+
+var learnPool = sync.Pool{New: func() any { return new(learnBuffers) }}
+
 // newLearner returns a learner for a batch that trains at most tokens
-// tokens, counting each message's distinct tokens.
+// tokens, counting each message's distinct tokens. Its buffers go back
+// with release.
 func (f *Filter) newLearner(user string, tokens int) *learner {
 	k := len(f.cfg.Classes)
-	return &learner{
+	b := learnPool.Get().(*learnBuffers)
+	l := &learner{
 		f:        f,
 		user:     user,
-		pending:  newPendingIndex(tokens),
-		rows:     make([]float64, 0, 2*k*min(tokens, maxPendingReserve)),
+		rows:     b.rows[:0],
 		messages: make([]float64, k),
 		tokens:   make([]float64, k),
 	}
+	// A table far larger than the batch needs, left by a large batch,
+	// would cost more to clear than a new one.
+	if want := 4*min(tokens, maxPendingReserve)/3 + 1; len(b.slots) < want || len(b.slots) > 4*want {
+		l.pending.slots = make([]pendingSlot, want)
+	} else {
+		clear(b.slots)
+		l.pending.slots = b.slots
+	}
+	return l
+}
+
+// release gives the learner's buffers back for the next batch.
+func (l *learner) release() {
+	learnPool.Put(&learnBuffers{slots: l.pending.slots, rows: l.rows[:0]})
+	l.pending, l.rows = pendingIndex{}, nil
 }
 
 // pendingIndex maps a token to where its row is in learner.rows: an
@@ -71,14 +98,10 @@ type pendingSlot struct {
 	at   int
 }
 
-// maxPendingReserve caps what a learner reserves up front, in tokens: a
-// batch of many messages has far fewer distinct tokens than it has
-// tokens, and grows past it as it needs.
+// maxPendingReserve caps what a learner's index is sized for up front,
+// in tokens: a batch of many messages has far fewer distinct tokens than
+// it has tokens, and the index grows past it as it needs.
 const maxPendingReserve = 1 << 18
-
-func newPendingIndex(tokens int) pendingIndex {
-	return pendingIndex{slots: make([]pendingSlot, 4*min(tokens, maxPendingReserve)/3+1)}
-}
 
 // find returns the slot of h, or the free slot where it would go.
 func (x *pendingIndex) find(h bow.Hash) *pendingSlot {

@@ -146,7 +146,7 @@ func TestPendingIndex(t *testing.T) {
 		{"none reserved, crowded", 0, 300, top},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newPendingIndex(tc.reserve)
+			x := pendingIndex{slots: make([]pendingSlot, tc.reserve+1)}
 			want := map[bow.Hash]int{}
 			for i := range tc.n {
 				h := tc.hash(i)
