@@ -159,6 +159,7 @@ func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Co
 	}
 	w := 2 * len(m.classes)
 	var backing []uint64
+	mod.rows.touch(hashes)
 	for i, h := range hashes {
 		r, ok := mod.rows.find(h)
 		if !ok {
@@ -392,6 +393,7 @@ func (mod *memModel) change(bag bow.Bag, rec seenRec, sign int64) {
 	if sign > 0 {
 		mod.rows.reserve(len(hashes))
 	}
+	mod.rows.touch(hashes)
 	for i, h := range hashes {
 		n := counts[i]
 		if n == 0 {
