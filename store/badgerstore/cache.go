@@ -140,6 +140,7 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, wi
 		return miss, nil, c.gen
 	}
 	whole := c.isWhole(id)
+	c.tokens.Touch(id, hashes)
 	var backing []uint64
 	row := func(i, n int) []uint64 {
 		if n > width {

@@ -228,6 +228,25 @@ func (t *Table) Get(id uint32, h bow.Hash) (r Row, ok, old bool) {
 	return Row{e: *e}, true, old
 }
 
+// Touch reads the slot where the probe for each of user id's hashes
+// starts, in both generations, so that the Gets that follow find them in
+// the processor's cache: a Get of a large table waits on memory, one
+// token at a time, where these reads depend on nothing and the processor
+// has many of them in flight at once.
+func (t *Table) Touch(id uint32, hashes []bow.Hash) {
+	var sum uint32
+	for _, gen := range [2][]entry{t.cur, t.old} {
+		if len(gen) == 0 {
+			continue
+		}
+		for _, h := range hashes {
+			sum += gen[slot(id+1, h, len(gen))].user
+		}
+	}
+	// The sum is used, so that the reads are not optimized away.
+	runtime.KeepAlive(sum)
+}
+
 // Has reports whether the table has an entry for user id's token h, even
 // one whose row, kept aside, was evicted (which Get does not find).
 func (t *Table) Has(id uint32, h bow.Hash) bool {

@@ -363,3 +363,44 @@ func TestResetWide(t *testing.T) {
 		t.Errorf("after a reset, %d rows aside, want %d", tt.wide.Len(), limit)
 	}
 }
+
+// TestTouch checks that touching hashes, which only reads, leaves what
+// every Get finds as it was: in an empty table, in one generation and in
+// two.
+func TestTouch(t *testing.T) {
+	hashes := []bow.Hash{1, 1 << 40, ^bow.Hash(0), 12345}
+	for _, tc := range []struct {
+		name string
+		puts int // tokens put before the ones looked at, to rotate
+	}{
+		{"empty", -1},
+		{"one generation", 0},
+		{"two generations", 40000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := New(1 << 20)
+			if tc.puts >= 0 {
+				for i, h := range hashes {
+					tt.Put(3, h, []uint64{uint64(i + 1)})
+				}
+			}
+			for i := range max(tc.puts, 0) {
+				tt.Put(4, bow.Hash(i), []uint64{1})
+			}
+			if tc.puts > 0 && (tt.Rotations() == 0 || len(tt.old) == 0) {
+				t.Fatal("the table never rotated")
+			}
+			want := make([]Row, len(hashes))
+			for i, h := range hashes {
+				want[i], _, _ = tt.Get(3, h)
+			}
+			tt.Touch(3, hashes)
+			tt.Touch(9, hashes)
+			for i, h := range hashes {
+				if got, _, _ := tt.Get(3, h); got.Len() != want[i].Len() || got.e != want[i].e {
+					t.Errorf("Get(%x) after Touch = %+v, want %+v", h, got, want[i])
+				}
+			}
+		})
+	}
+}
