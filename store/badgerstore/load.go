@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"cmp"
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/spamd/spamd/store"
@@ -116,6 +116,44 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 	return nil
 }
 
+// appendKV puts into buf what badger.KVToBuffer puts for a pb.KV of key
+// and val at version 1 in stream 1, the only fields a load sets: the
+// protocol buffer's wire format, fields in order and those of zero value
+// left out, written directly. Badger's generic marshaller took 0.85 of the
+// 1.9 seconds of processor that a first training of 2 million tokens
+// spent writing its model.
+func appendKV(buf *z.Buffer, key, val []byte) {
+	const (
+		tagKey      = 1<<3 | 2 // field 1, length-delimited
+		tagValue    = 2<<3 | 2
+		tagVersion  = 4<<3 | 0 // field 4, varint
+		tagStreamID = 10<<3 | 0
+	)
+	n := 1 + uvarintLen(len(key)) + len(key) + 2 + 2
+	if len(val) > 0 {
+		n += 1 + uvarintLen(len(val)) + len(val)
+	}
+	b := buf.SliceAllocate(n)[:0]
+	b = append(b, tagKey)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	if len(val) > 0 {
+		b = append(b, tagValue)
+		b = binary.AppendUvarint(b, uint64(len(val)))
+		b = append(b, val...)
+	}
+	_ = append(b, tagVersion, 1, tagStreamID, 1)
+}
+
+// uvarintLen returns the length of n as a uvarint.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 // stream drops everything in the database and writes users' models of src
 // into it through a StreamWriter, with their totals. It writes one stream,
 // whose keys must ascend, kind by kind: every user's seen records, then
@@ -202,11 +240,8 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		}
 		return nil
 	}
-	// KVToBuffer copies what kv holds into buf.
-	kv := &pb.KV{Version: 1, StreamId: 1}
 	put := func(key, val []byte) error {
-		kv.Key, kv.Value = key, val
-		badger.KVToBuffer(kv, buf)
+		appendKV(buf, key, val)
 		return send(false)
 	}
 	lookup := func(ns []string) (*classList, error) {
