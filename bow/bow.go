@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -130,11 +131,14 @@ func New(tokens []string, o Options) Bag { return NewSplit(tokens, 0, o) }
 func NewSplit(tokens []string, split int, o Options) Bag {
 	split = min(max(split, 0), len(tokens))
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
-	bd := newBuilder(len(tokens)*(1+pairs), o)
+	bd := getBuilder(len(tokens)*(1+pairs), o)
+	defer builders.Put(bd)
 	bd.run(tokens[:split], pairs)
 	head := len(bd.order)
 	bd.run(tokens[split:], pairs)
-	return Bag{hashes: bd.order, counts: bd.counts, Names: bd.names, head: head}
+	// The bag gets arrays of its own, as long as it has features: the
+	// builder's are sized for every token and pair distinct.
+	return Bag{hashes: slices.Clone(bd.order), counts: slices.Clone(bd.counts), Names: bd.names, head: head}
 }
 
 // run adds the features of one run of tokens: each token and its sparse
@@ -148,7 +152,8 @@ func (bd *builder) run(tokens []string, pairs int) {
 	}
 	// Each token's field is looked at by up to OSB-1 pairs; finding it
 	// once per token halves the scanning for ':'.
-	fields := make([]string, len(tokens))
+	bd.fields = slices.Grow(bd.fields[:0], len(tokens))[:len(tokens)]
+	fields := bd.fields
 	for i, t := range tokens {
 		fields[i] = field(t)
 	}
@@ -174,32 +179,51 @@ func (bd *builder) run(tokens []string, pairs int) {
 			bd.add(Hash(d.Sum64()), name)
 		}
 	}
+	clear(fields) // not to keep the tokens alive in the pool
 }
 
 // builder collects a bag's features in slices, finding repeats through an
 // open-addressed index of their positions: a probe or two into a small
 // array where a Go map would hash and probe twice per feature, once to
-// read the count and once to write it.
+// read the count and once to write it. Builders are pooled: their arrays,
+// sized for every feature distinct, were a third of the bytes that
+// preparing a message allocated.
 type builder struct {
 	boolean bool
 	slots   []int32 // position in order + 1; 0 marks an empty slot
 	order   []Hash
 	counts  []uint32
+	fields  []string // run's
 	names   map[Hash]string
 }
 
-func newBuilder(features int, o Options) *builder {
+var builders = sync.Pool{New: func() any { return new(builder) }}
+
+// maxPooledSlots bounds the index a pooled builder keeps: one huge
+// message's is not kept for all.
+const maxPooledSlots = 1 << 16
+
+// getBuilder returns an empty builder with room for features features.
+func getBuilder(features int, o Options) *builder {
+	bd := builders.Get().(*builder)
 	// At most half full, so that probes stay short.
 	n := 8
 	for n < 2*features {
 		n *= 2
 	}
-	bd := &builder{
-		boolean: o.Boolean,
-		slots:   make([]int32, n),
-		order:   make([]Hash, 0, features),
-		counts:  make([]uint32, 0, features),
+	if cap(bd.slots) < n || cap(bd.slots) > maxPooledSlots {
+		bd.slots = make([]int32, n)
+	} else {
+		bd.slots = bd.slots[:n]
+		clear(bd.slots)
 	}
+	if cap(bd.order) > maxPooledSlots {
+		bd.order, bd.counts, bd.fields = nil, nil, nil
+	}
+	bd.boolean = o.Boolean
+	bd.order = slices.Grow(bd.order[:0], features)
+	bd.counts = slices.Grow(bd.counts[:0], features)
+	bd.names = nil
 	if o.KeepNames {
 		bd.names = make(map[Hash]string, features)
 	}
