@@ -199,9 +199,9 @@ type builder struct {
 
 var builders = sync.Pool{New: func() any { return new(builder) }}
 
-// maxPooledSlots bounds the index a pooled builder keeps: one huge
-// message's is not kept for all.
-const maxPooledSlots = 1 << 16
+// maxPooled bounds the room a pooled builder keeps, in slots and in
+// features: one huge message's is not kept for all.
+const maxPooled = 1 << 16
 
 // getBuilder returns an empty builder with room for features features.
 func getBuilder(features int, o Options) *builder {
@@ -211,13 +211,13 @@ func getBuilder(features int, o Options) *builder {
 	for n < 2*features {
 		n *= 2
 	}
-	if cap(bd.slots) < n || cap(bd.slots) > maxPooledSlots {
+	if cap(bd.slots) < n || cap(bd.slots) > maxPooled {
 		bd.slots = make([]int32, n)
 	} else {
 		bd.slots = bd.slots[:n]
 		clear(bd.slots)
 	}
-	if cap(bd.order) > maxPooledSlots {
+	if cap(bd.order) > maxPooled {
 		bd.order, bd.counts, bd.fields = nil, nil, nil
 	}
 	bd.boolean = o.Boolean

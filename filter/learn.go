@@ -38,9 +38,9 @@ type learner struct {
 	vocab    float64   // tokens the batch added that the store lacked
 }
 
-// learnBuffers are a learner's index and rows, kept from batch to batch:
-// allocated afresh for every batch of 256 messages, they made a first
-// training's heap, and so its peak memory, some 20 MB larger.
+// learnBuffers are a learner's index and rows, kept from batch to batch
+// rather than allocated for each: sized for every token of a batch, they
+// come to megabytes for a batch of 256 messages.
 type learnBuffers struct {
 	slots []pendingSlot
 	rows  []float64
@@ -84,9 +84,9 @@ func (l *learner) release() {
 // learner's main cost after the store's: with a Go map, which hashed
 // each key again and grew from empty in every batch, a first training
 // took a fifth longer (BenchmarkTrainMemory). This one starts at the
-// size the batch needs. A token's hash is
-// an xxhash digest, as even in its top bits as any mix would make it, and
-// picks its home slot directly.
+// size the batch needs. A token's hash is an xxhash digest, as even in
+// its top bits as any mix would make it, and picks its home slot
+// directly.
 type pendingIndex struct {
 	slots []pendingSlot
 	n     int
