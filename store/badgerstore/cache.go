@@ -186,6 +186,7 @@ func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []st
 		return false
 	}
 	id := c.id(user)
+	c.tokens.Touch(id, hashes)
 	for _, i := range idx {
 		c.tokens.Put(id, hashes[i], vals[i])
 	}

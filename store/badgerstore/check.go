@@ -181,7 +181,12 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 // scan calls f with the key and value of every key with prefix, in key
 // order, until f returns false.
 func scan(ctx context.Context, txn *badger.Txn, prefix []byte, f func(key, v []byte) bool) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+	// Values are kept in the tree with their keys (the value threshold is
+	// above a row's or a seen record's size), where an item's value is at
+	// hand.
+	// Prefetching them, which Badger does with a goroutine for each item,
+	// doubled the time of a warm.
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	n := 0
 	for it.Rewind(); it.Valid(); it.Next() {
