@@ -174,10 +174,10 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	// The models are not warmed into the cache first, as the daemon's
-	// are: a warm reads all of a model's rows where a run needs those of
-	// its messages' tokens, and the lookups made while it runs read Badger
-	// all the same. Reading the tokens as they come costs less, even for
-	// thousands of messages against a model of millions of tokens.
+	// are: a warm reads all of a model's rows where a few messages need
+	// those of their tokens. The store warms a model that fits in the
+	// cache once the reads have cost what the warm does
+	// (badgerstore.Options.WarmByNeed).
 	defer st.Close()
 
 	pr := &printer{e: e, asJSON: a.asJSON}

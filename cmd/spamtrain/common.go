@@ -267,8 +267,11 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		ms = &modelStore{Store: st}
 	} else {
 		// The cache's budget is spamd's, so that a command that reads
-		// the whole model (classify of many messages) stays in it.
-		o := badgerstore.Options{Logger: e.log, CacheBytes: int64(ch.cfg.CacheMB) << 20}
+		// the whole model (classify of many messages) stays in it. A
+		// command warms a model once its reads have cost what a warm
+		// does, so that one message reads only its own tokens and
+		// thousands read the model once.
+		o := badgerstore.Options{Logger: e.log, CacheBytes: int64(ch.cfg.CacheMB) << 20, WarmByNeed: true}
 		if ch.cfg.CacheMB == 0 {
 			o.CacheBytes = -1
 		}

@@ -796,6 +796,76 @@ func TestWarm(t *testing.T) {
 	}
 }
 
+// TestWarmByNeed checks that with Options.WarmByNeed a model is read into
+// the cache whole once lookups have read an eighth of its vocabulary from
+// Badger, and only then, only if it fits, and with what Badger holds.
+func TestWarmByNeed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(7, 8))
+	var ops []store.Op
+	for i := range 40 {
+		ops = append(ops, storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 200, 1<<40)))
+	}
+	if _, err := s.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	hs := hashesOf(ops)
+	want, err := s.Lookup(ctx, "", hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot, err := s.Totals(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	due := int(tot.Vocabulary+7) / 8 // misses that make a warm pay
+	for _, tc := range []struct {
+		name     string
+		opts     Options
+		misses   int
+		wantWarm bool
+	}{
+		{"off", Options{}, 2 * due, false},
+		{"not yet", Options{WarmByNeed: true}, due - 1, false},
+		{"due", Options{WarmByNeed: true}, due, true},
+		{"does not fit", Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t, dir, tc.opts)
+			defer s.Close()
+			if _, err := s.Totals(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
+			// Tokens the model lacks, each a miss, in lookups of 10.
+			absent := make([]bow.Hash, tc.misses)
+			for i := range absent {
+				absent[i] = bow.Hash(uint64(i+1)<<40 | 0xabc)
+			}
+			for start := 0; start < len(absent); start += 10 {
+				if _, err := s.Lookup(ctx, "", absent[start:min(start+10, len(absent))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
+			if warm := len(miss) == 0; warm != tc.wantWarm {
+				t.Fatalf("after %d misses (vocabulary %d): %d of %d tokens not cached; want warm %v", len(absent), tot.Vocabulary, len(miss), len(hs), tc.wantWarm)
+			}
+			got, err := s.Lookup(ctx, "", hs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Fatalf("token %x: %v, %v in Badger", hs[i], got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestWarmInBackground(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
