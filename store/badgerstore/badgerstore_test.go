@@ -746,19 +746,7 @@ func TestWarm(t *testing.T) {
 				t.Errorf("Warm read %d tokens of %d", n, len(hashesOf(ops)))
 			}
 			hs := hashesOf(ops)
-			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
-			if warm := len(miss) == 0; warm != tc.wantWarm {
-				t.Fatalf("%d of %d tokens missed after Warm; want warm %v", len(miss), len(hs), tc.wantWarm)
-			}
-			got, err := s.Lookup(ctx, "", hs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if !slices.Equal(got[i], want[i]) {
-					t.Fatalf("token %x: %v after Warm, %v before", hs[i], got[i], want[i])
-				}
-			}
+			checkCached(t, s, hs, want, tc.wantWarm)
 			// Another user's tokens were not read in.
 			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1), 4); len(miss) != 1 {
 				t.Error("Warm of the global model cached alice's tokens")
@@ -803,11 +791,7 @@ func TestWarmByNeed(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	rng := rand.New(rand.NewPCG(7, 8))
-	var ops []store.Op
-	for i := range 40 {
-		ops = append(ops, storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 200, 1<<40)))
-	}
+	ops := fortyMessages(7)
 	if _, err := s.Apply(ctx, "", ops); err != nil {
 		t.Fatal(err)
 	}
@@ -849,19 +833,8 @@ func TestWarmByNeed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
-			if warm := len(miss) == 0; warm != tc.wantWarm {
-				t.Fatalf("after %d misses (vocabulary %d): %d of %d tokens not cached; want warm %v", len(absent), tot.Vocabulary, len(miss), len(hs), tc.wantWarm)
-			}
-			got, err := s.Lookup(ctx, "", hs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if !slices.Equal(got[i], want[i]) {
-					t.Fatalf("token %x: %v, %v in Badger", hs[i], got[i], want[i])
-				}
-			}
+			t.Logf("%d misses, vocabulary %d", len(absent), tot.Vocabulary)
+			checkCached(t, s, hs, want, tc.wantWarm)
 		})
 	}
 }
@@ -978,6 +951,37 @@ func TestUserSize(t *testing.T) {
 	}
 }
 
+// checkCached checks that the cache holds all of the global model's
+// tokens hs, or not all, as warm says, and that Lookup returns want, what
+// Badger holds, for them.
+func checkCached(t *testing.T, s *Store, hs []bow.Hash, want []store.Counts, warm bool) {
+	t.Helper()
+	miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
+	if got := len(miss) == 0; got != warm {
+		t.Fatalf("%d of %d tokens not cached; want warm %v", len(miss), len(hs), warm)
+	}
+	got, err := s.Lookup(context.Background(), "", hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("token %x: %v from the store, %v in Badger", hs[i], got[i], want[i])
+		}
+	}
+}
+
+// fortyMessages returns ops training 40 messages, spam and ham in turn,
+// of 200 tokens each drawn with seed.
+func fortyMessages(seed uint64) []store.Op {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var ops []store.Op
+	for i := range 40 {
+		ops = append(ops, storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 200, 1<<40)))
+	}
+	return ops
+}
+
 // TestWarmWhole follows a cache that a warm filled with a whole model:
 // a token it lacks is then a token the model lacks, answered without a
 // Badger read, through commits that add and delete tokens, until the
@@ -986,11 +990,7 @@ func TestWarmWhole(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	rng := rand.New(rand.NewPCG(9, 10))
-	var ops []store.Op
-	for i := range 40 {
-		ops = append(ops, storetest.Train(fmt.Sprint(i), []string{"spam", "ham"}[i%2], storetest.RandomBagOf(rng, 200, 1<<40)))
-	}
+	ops := fortyMessages(9)
 	for _, user := range []string{"", "alice"} {
 		if _, err := s.Apply(ctx, user, ops); err != nil {
 			t.Fatal(err)
@@ -1025,7 +1025,7 @@ func TestWarmWhole(t *testing.T) {
 	// A commit that adds tokens and one that forgets a message, deleting
 	// the tokens only it had: Lookup answers from the cache as a fresh
 	// store answers from Badger.
-	added := storetest.Train("new", "spam", storetest.RandomBagOf(rng, 300, 1<<40))
+	added := storetest.Train("new", "spam", storetest.RandomBagOf(rand.New(rand.NewPCG(11, 12)), 300, 1<<40))
 	if _, err := s.Apply(ctx, "", []store.Op{added, {Digest: ops[0].Digest, Bag: ops[0].Bag}}); err != nil {
 		t.Fatal(err)
 	}
