@@ -38,44 +38,30 @@ type learner struct {
 	vocab    float64   // tokens the batch added that the store lacked
 }
 
-// learnBuffers are a learner's index and rows, kept from batch to batch
-// rather than allocated for each: sized for every token of a batch, they
-// come to megabytes for a batch of 256 messages.
-type learnBuffers struct {
-	slots []pendingSlot
-	rows  []float64
-}
-
-var learnPool = sync.Pool{New: func() any { return new(learnBuffers) }}
+// rowsPool keeps learners' rows from batch to batch: grown anew for
+// every batch, they were most of the bytes a training allocated.
+var rowsPool = sync.Pool{New: func() any { return new([]float64) }}
 
 // newLearner returns a learner for a batch that trains at most tokens
-// tokens, counting each message's distinct tokens. Its buffers go back
-// with release.
+// tokens, counting each message's distinct tokens. Its rows go back with
+// release.
 func (f *Filter) newLearner(user string, tokens int) *learner {
 	k := len(f.cfg.Classes)
-	b := learnPool.Get().(*learnBuffers)
-	l := &learner{
+	return &learner{
 		f:        f,
 		user:     user,
-		rows:     b.rows[:0],
+		pending:  pendingIndex{slots: make([]pendingSlot, 4*min(tokens, maxPendingReserve)/3+1)},
+		rows:     (*rowsPool.Get().(*[]float64))[:0],
 		messages: make([]float64, k),
 		tokens:   make([]float64, k),
 	}
-	// A table far larger than the batch needs, left by a large batch,
-	// would cost more to clear than a new one.
-	if want := 4*min(tokens, maxPendingReserve)/3 + 1; len(b.slots) < want || len(b.slots) > 4*want {
-		l.pending.slots = make([]pendingSlot, want)
-	} else {
-		clear(b.slots)
-		l.pending.slots = b.slots
-	}
-	return l
 }
 
-// release gives the learner's buffers back for the next batch.
+// release gives the learner's rows back for the next batch.
 func (l *learner) release() {
-	learnPool.Put(&learnBuffers{slots: l.pending.slots, rows: l.rows[:0]})
-	l.pending, l.rows = pendingIndex{}, nil
+	rows := l.rows[:0]
+	rowsPool.Put(&rows)
+	l.rows = nil
 }
 
 // pendingIndex maps a token to where its row is in learner.rows: an
