@@ -905,6 +905,7 @@ func (s *Store) warm(ctx context.Context, user string) (_ int, err error) {
 	stale, filled, whole := false, 0, true
 	flush := func() {
 		if !stale && len(hashes) > 0 {
+			s.cache.touch(user, hashes)
 			if stale = !s.cache.fillTokens(gen, user, hashes, vals, idx[:len(hashes)]); !stale {
 				filled += len(hashes)
 			}

@@ -186,11 +186,21 @@ func (c *cache) fillTokens(gen uint64, user string, hashes []bow.Hash, vals []st
 		return false
 	}
 	id := c.id(user)
-	c.tokens.Touch(id, hashes)
 	for _, i := range idx {
 		c.tokens.Put(id, hashes[i], vals[i])
 	}
 	return true
+}
+
+// touch reads where user's hashes go in the table
+// (tokencache.Table.Touch), for a fill of rows that no lookup has just
+// looked for: a warm's.
+func (c *cache) touch(user string, hashes []bow.Hash) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if id, ok := c.ids[user]; ok {
+		c.tokens.Touch(id, hashes)
+	}
 }
 
 // reserve makes room for n more tokens at once (tokencache.Table.Reserve).
