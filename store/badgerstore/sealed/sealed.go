@@ -1,0 +1,444 @@
+// Package sealed reads and writes a sealed model file: every user's
+// token rows of a model trained in bulk, sorted by hash, in one
+// read-only file that is mapped into memory and searched in place.
+//
+// A row in a log-structured tree costs its key, a version, an entry
+// header and offset, and a share of the tables' indexes and filters,
+// some 35 bytes for a row of 6, and a point read walks levels, filters
+// and block indexes. Here a row costs the gap from the previous hash as
+// a uvarint (7 bytes for a model of millions of evenly spread
+// hashes), its length and its bytes, and a read is a binary search over
+// one index of blocks of blockRows rows and a scan of one block.
+//
+// The file is
+//
+//	magic | each user's blocks | each user's block index | directory | footer
+//
+// A block's rows are uvarint(hash − previous hash), uvarint(len(row)),
+// row; the previous hash of a block's first row is the hash its index
+// entry holds, so its gap is 0. An index entry is the block's first hash
+// and its offset in the user's data, 12 bytes little-endian. The
+// directory lists the users in ascending order, each with its row count
+// and where its data and index are. The footer holds the offset of the
+// index region, the directory's offset, a CRC-32C of the rows and one of
+// the index region and directory, and the magic again.
+//
+// Open checks the footer and the metadata checksum, which are small, and
+// bounds every offset, so that no later read leaves the file; the rows'
+// checksum, a read of the whole file, is for Verify. A row that does not
+// decode is reported where it is read, as ErrCorrupt.
+package sealed
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/bits"
+	"sort"
+)
+
+// blockRows is how many rows a block holds: a read scans half of one on
+// average, and an index entry costs 12/blockRows bytes a row.
+const blockRows = 16
+
+const (
+	magic      = "spamdsl1"
+	footerSize = 8 + 8 + 4 + 4 + len(magic)
+	entrySize  = 12
+)
+
+// ErrCorrupt is returned for a file, or a part of one, that does not
+// decode or whose checksum does not match.
+var ErrCorrupt = errors.New("sealed model file corrupt")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// Writer writes a sealed file. Rows come user by user, users in
+// ascending order, and within a user in ascending hash order.
+type Writer struct {
+	w       *bufio.Writer
+	dataCRC hash.Hash32
+	off     uint64 // bytes written, the magic included
+	users   []section
+	cur     *section
+	last    uint64
+	index   [][]byte // each user's index, held until the data is written
+	inBlock int
+	scratch []byte
+	err     error
+}
+
+// section is a user's entry in the directory.
+type section struct {
+	user             string
+	rows             uint64
+	dataOff, dataLen uint64
+	indexOff, blocks uint64
+}
+
+// NewWriter returns a Writer that writes to w, which it buffers.
+func NewWriter(w io.Writer) *Writer {
+	sw := &Writer{w: bufio.NewWriterSize(w, 1<<16), dataCRC: crc32.New(castagnoli)}
+	sw.write([]byte(magic), false)
+	return sw
+}
+
+func (w *Writer) write(b []byte, data bool) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.w.Write(b); err != nil {
+		w.err = err
+		return
+	}
+	if data {
+		w.dataCRC.Write(b)
+	}
+	w.off += uint64(len(b))
+}
+
+// Add appends row as user's row of hash h.
+func (w *Writer) Add(user string, h uint64, row []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	switch {
+	case w.cur == nil || user > w.cur.user:
+		w.users = append(w.users, section{user: user, dataOff: w.off})
+		w.cur = &w.users[len(w.users)-1]
+		w.index = append(w.index, nil)
+		w.inBlock = 0
+	case user < w.cur.user:
+		return fmt.Errorf("sealed: user %q after %q", user, w.cur.user)
+	case h <= w.last:
+		return fmt.Errorf("sealed: user %q: hash %016x after %016x", user, h, w.last)
+	}
+	if len(row) > math.MaxUint32 {
+		return fmt.Errorf("sealed: row of %d bytes", len(row))
+	}
+	prev := w.last
+	if w.inBlock == 0 {
+		rel := w.off - w.cur.dataOff
+		if rel > math.MaxUint32 {
+			return fmt.Errorf("sealed: user %q: over 4 GiB of rows", user)
+		}
+		i := len(w.index) - 1
+		w.index[i] = binary.LittleEndian.AppendUint64(w.index[i], h)
+		w.index[i] = binary.LittleEndian.AppendUint32(w.index[i], uint32(rel))
+		w.cur.blocks++
+		prev = h
+	}
+	w.scratch = binary.AppendUvarint(w.scratch[:0], h-prev)
+	w.scratch = binary.AppendUvarint(w.scratch, uint64(len(row)))
+	w.write(w.scratch, true)
+	w.write(row, true)
+	w.last = h
+	w.cur.rows++
+	w.inBlock = (w.inBlock + 1) % blockRows
+	return w.err
+}
+
+// Close writes the indexes, the directory and the footer, and flushes.
+// It does not close the writer underneath.
+func (w *Writer) Close() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.cur != nil {
+		w.cur.dataLen = w.off - w.cur.dataOff
+	}
+	for i := 1; i < len(w.users); i++ {
+		w.users[i-1].dataLen = w.users[i].dataOff - w.users[i-1].dataOff
+	}
+	meta := crc32.New(castagnoli)
+	metaOff := w.off
+	for i := range w.users {
+		w.users[i].indexOff = w.off
+		w.write(w.index[i], false)
+		meta.Write(w.index[i])
+	}
+	dirOff := w.off
+	dir := binary.AppendUvarint(nil, uint64(len(w.users)))
+	for _, u := range w.users {
+		dir = binary.AppendUvarint(dir, uint64(len(u.user)))
+		dir = append(dir, u.user...)
+		for _, v := range []uint64{u.rows, u.dataOff, u.dataLen, u.indexOff, u.blocks} {
+			dir = binary.AppendUvarint(dir, v)
+		}
+	}
+	w.write(dir, false)
+	meta.Write(dir)
+	foot := binary.LittleEndian.AppendUint64(nil, metaOff)
+	foot = binary.LittleEndian.AppendUint64(foot, dirOff)
+	foot = binary.LittleEndian.AppendUint32(foot, w.dataCRC.Sum32())
+	foot = binary.LittleEndian.AppendUint32(foot, meta.Sum32())
+	foot = append(foot, magic...)
+	w.write(foot, false)
+	if w.err != nil {
+		return w.err
+	}
+	return w.w.Flush()
+}
+
+// File is an opened sealed file. It reads its bytes in place: they must
+// stay as they are while the File is used.
+type File struct {
+	data     []byte
+	metaOff  uint64
+	dataCRC  uint32
+	sections map[string]*Section
+}
+
+// Section is one user's rows in a File.
+type Section struct {
+	data  []byte // the rows
+	index []byte // entrySize bytes a block
+	rows  uint64
+}
+
+// Open checks data's footer, directory and indexes, and returns the File
+// they describe.
+func Open(data []byte) (*File, error) {
+	if len(data) < len(magic)+footerSize || string(data[:len(magic)]) != magic || string(data[len(data)-len(magic):]) != magic {
+		return nil, corrupt("no header or footer")
+	}
+	foot := data[len(data)-footerSize:]
+	metaOff := binary.LittleEndian.Uint64(foot)
+	dirOff := binary.LittleEndian.Uint64(foot[8:])
+	end := uint64(len(data) - footerSize)
+	if metaOff < uint64(len(magic)) || metaOff > dirOff || dirOff > end {
+		return nil, corrupt("footer offsets %d, %d in %d bytes", metaOff, dirOff, len(data))
+	}
+	if crc32.Checksum(data[metaOff:end], castagnoli) != binary.LittleEndian.Uint32(foot[20:]) {
+		return nil, corrupt("checksum of the index and directory")
+	}
+	f := &File{data: data, metaOff: metaOff, dataCRC: binary.LittleEndian.Uint32(foot[16:]), sections: map[string]*Section{}}
+	dir := data[dirOff:end]
+	n, dir, err := uvarint(dir)
+	if err != nil {
+		return nil, err
+	}
+	prev, dataEnd, indexEnd := "", uint64(len(magic)), metaOff
+	for i := uint64(0); i < n; i++ {
+		var l uint64
+		if l, dir, err = uvarint(dir); err != nil {
+			return nil, err
+		}
+		if l > uint64(len(dir)) {
+			return nil, corrupt("directory: user name past its end")
+		}
+		user := string(dir[:l])
+		dir = dir[l:]
+		var v [5]uint64
+		for j := range v {
+			if v[j], dir, err = uvarint(dir); err != nil {
+				return nil, err
+			}
+		}
+		rows, dOff, dLen, iOff, blocks := v[0], v[1], v[2], v[3], v[4]
+		switch {
+		case i > 0 && user <= prev:
+			return nil, corrupt("directory: user %q after %q", user, prev)
+		case dOff != dataEnd || dLen > metaOff-dOff:
+			return nil, corrupt("directory: user %q: rows at %d+%d", user, dOff, dLen)
+		case iOff != indexEnd || blocks > (dirOff-iOff)/entrySize:
+			return nil, corrupt("directory: user %q: index at %d, %d blocks", user, iOff, blocks)
+		case dLen > math.MaxUint32 || blocks > rows || rows > dLen || (rows+blockRows-1)/blockRows != blocks:
+			return nil, corrupt("directory: user %q: %d rows in %d blocks of %d bytes", user, rows, blocks, dLen)
+		}
+		s := &Section{data: data[dOff : dOff+dLen], index: data[iOff : iOff+blocks*entrySize], rows: rows}
+		for b := uint64(0); b < blocks; b++ {
+			h, off := s.entry(int(b))
+			if b == 0 && off != 0 || off >= uint64(len(s.data)) {
+				return nil, corrupt("user %q: block %d at %d of %d bytes", user, b, off, len(s.data))
+			}
+			if b > 0 {
+				ph, poff := s.entry(int(b - 1))
+				if h <= ph || off <= poff {
+					return nil, corrupt("user %q: block %d out of order", user, b)
+				}
+			}
+		}
+		f.sections[user] = s
+		prev, dataEnd, indexEnd = user, dOff+dLen, iOff+blocks*entrySize
+	}
+	if len(dir) != 0 || dataEnd != metaOff || indexEnd != dirOff {
+		return nil, corrupt("directory does not cover the file")
+	}
+	return f, nil
+}
+
+// Verify checks the rows' checksum, which reads the whole file.
+func (f *File) Verify() error {
+	if crc32.Checksum(f.data[len(magic):f.metaOff], castagnoli) != f.dataCRC {
+		return corrupt("checksum of the rows")
+	}
+	return nil
+}
+
+// Section returns user's rows, or nil if the file has none.
+func (f *File) Section(user string) *Section { return f.sections[user] }
+
+// Users returns the users the file holds rows of, in ascending order.
+func (f *File) Users() []string {
+	us := make([]string, 0, len(f.sections))
+	for u := range f.sections {
+		us = append(us, u)
+	}
+	sort.Strings(us)
+	return us
+}
+
+// Len returns the number of bytes the file holds.
+func (f *File) Len() int64 { return int64(len(f.data)) }
+
+// Bytes returns the file's bytes, not a copy.
+func (f *File) Bytes() []byte { return f.data }
+
+// Rows returns the number of rows.
+func (s *Section) Rows() uint64 { return s.rows }
+
+// Bytes returns the bytes the rows and their index take.
+func (s *Section) Bytes() int64 { return int64(len(s.data) + len(s.index)) }
+
+func (s *Section) entry(b int) (h, off uint64) {
+	e := s.index[b*entrySize:]
+	return binary.LittleEndian.Uint64(e), uint64(binary.LittleEndian.Uint32(e[8:]))
+}
+
+// Get returns the row of h, and whether there is one. The row is the
+// file's bytes, not a copy.
+func (s *Section) Get(h uint64) ([]byte, bool, error) {
+	blocks := len(s.index) / entrySize
+	b := s.block(h, blocks)
+	if b < 0 {
+		return nil, false, nil
+	}
+	first, off := s.entry(b)
+	end := uint64(len(s.data))
+	if b+1 < blocks {
+		_, end = s.entry(b + 1)
+	}
+	cur, p := first, s.data[off:end]
+	for len(p) > 0 {
+		row, next, gap, err := decodeRow(p)
+		if err != nil {
+			return nil, false, err
+		}
+		if cur += gap; cur >= h {
+			return row, cur == h, nil
+		}
+		p = next
+	}
+	return nil, false, nil
+}
+
+// block returns the last block whose first hash is h or below, -1 if
+// none. Hashes are spread evenly, so the block of h is near h scaled to
+// the index; the search gallops out from there, since a binary search
+// over the whole index would miss the processor's cache at every step.
+func (s *Section) block(h uint64, blocks int) int {
+	if blocks == 0 {
+		return -1
+	}
+	first := func(i int) uint64 { return binary.LittleEndian.Uint64(s.index[i*entrySize:]) }
+	g, _ := bits.Mul64(h, uint64(blocks))
+	// lo's first hash is h or below, hi's past h; -1 and blocks stand
+	// for the ends.
+	lo, hi := int(g), int(g)
+	if first(lo) <= h {
+		hi++
+		for step := 1; hi < blocks && first(hi) <= h; step *= 2 {
+			lo, hi = hi, hi+step
+		}
+		hi = min(hi, blocks)
+	} else {
+		lo--
+		for step := 1; lo >= 0 && first(lo) > h; step *= 2 {
+			hi, lo = lo, lo-step
+		}
+		lo = max(lo, -1)
+	}
+	// Invariant: first(lo) <= h (or lo == -1), first(hi) > h (or hi == blocks).
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1)
+		if first(m) <= h {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// Scan calls f with each row in ascending hash order until f returns
+// false. It checks that hashes ascend, that each block starts at its index
+// entry's hash and that the row count is the directory's.
+func (s *Section) Scan(f func(h uint64, row []byte) bool) error {
+	blocks := len(s.index) / entrySize
+	var n uint64
+	var last uint64
+	for b := range blocks {
+		first, off := s.entry(b)
+		end := uint64(len(s.data))
+		if b+1 < blocks {
+			_, end = s.entry(b + 1)
+		}
+		cur, p := first, s.data[off:end]
+		for i := 0; len(p) > 0; i++ {
+			row, next, gap, err := decodeRow(p)
+			if err != nil {
+				return err
+			}
+			switch {
+			case i == 0 && gap != 0, i > 0 && gap == 0, i >= blockRows, cur+gap < cur:
+				return corrupt("block %d: row %d out of order", b, i)
+			case b > 0 && i == 0 && cur <= last:
+				return corrupt("block %d out of order", b)
+			}
+			cur += gap
+			last = cur
+			n++
+			if !f(cur, row) {
+				return nil
+			}
+			p = next
+		}
+	}
+	if n != s.rows {
+		return corrupt("%d rows where the directory says %d", n, s.rows)
+	}
+	return nil
+}
+
+func decodeRow(p []byte) (row, next []byte, gap uint64, err error) {
+	gap, p, err = uvarint(p)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	l, p, err := uvarint(p)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if l > uint64(len(p)) {
+		return nil, nil, 0, corrupt("row past its block")
+	}
+	return p[:l:l], p[l:], gap, nil
+}
+
+func uvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, corrupt("varint")
+	}
+	return v, b[n:], nil
+}
