@@ -47,6 +47,9 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []sto
 	if err := s.refusal(); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
+	if err := s.dissolve(ctx, user); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
 	classes, err := s.register(ops)
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)

@@ -45,6 +45,19 @@
 // op that untrains alone, or trains on an earlier day, reads the days of
 // the cached rows it changes.
 //
+// # Sealed rows
+//
+// The token rows of the models a Load writes, a first training in bulk,
+// are not Badger keys but one file beside Badger's, sealed-rows (package
+// sealed): each user's rows sorted by hash, as a row above, each behind
+// the gap from the hash before it. The file is mapped and searched in
+// place. A row takes some 14 bytes there, where Badger's tables took 35
+// with its key, version and indexes, and a read is a search of one sorted
+// array. While the file holds a user's rows, any of that user's "T" keys
+// are ignored; before the rows change, the store writes them into Badger
+// and replaces the file with one without them (seal.go says how that
+// survives a crash).
+//
 // # Older schemas
 //
 // Schema 1 had no weights and no steps: token counts under kind "t", one
@@ -66,8 +79,10 @@
 // takes nothing for ancient; seen records get no mark, and the totals
 // that day as their last day. Converting rewrites every key: the model of
 // the SpamAssassin corpus, 636,000 keys, took 5 seconds, and the store
-// 2.6 times its size until compacted (Compact, spamtrain compact). A
-// build that reads an older schema only refuses a converted store.
+// 2.6 times its size until compacted (Compact, spamtrain compact).
+// Schema 4 had no sealed file; its conversion rewrites the meta record
+// alone. A build that reads an older schema only refuses a converted
+// store.
 //
 // # Atomicity and durability
 //
@@ -370,6 +385,11 @@ type Store struct {
 	// which every write of the record keeps.
 	upgraded store.Day
 	present  *presence // guarded by wmu
+	// sealed is the sealed file of token rows a Load wrote (seal.go), nil
+	// if none. A replaced one is retired, still mapped for the readers
+	// that may be in it, until Close; retired is guarded by wmu.
+	sealed  atomic.Pointer[sealedRows]
+	retired []*sealedRows
 	// missed counts, per user, the tokens Lookup read from Badger since
 	// the last warm, for Options.WarmByNeed.
 	missMu sync.Mutex
@@ -472,16 +492,19 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := s.finishLoad(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
 	}
-	if err := s.loadMeta(ctx, o); err != nil {
+	if err := s.openSealed(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
 	}
+	if err := s.loadMeta(ctx, o); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), s.releaseAll(), db.Close())
+	}
 	if err := s.finishBusy(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), s.releaseAll(), db.Close())
 	}
 	if !o.InMemory {
 		id, err := identify(dir)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), db.Close())
+			return nil, errors.Join(fmt.Errorf("open store %s: %w", dir, err), s.releaseAll(), db.Close())
 		}
 		s.dirID = id
 		s.lastLook.Store(time.Now().UnixNano())
@@ -915,7 +938,7 @@ func (s *Store) warm(ctx context.Context, user string) (_ int, err error) {
 	prefix := userPrefix(kindToken, user)
 	var arena []uint64
 	n := 0
-	err = scan(ctx, txn, prefix, func(key, v []byte) bool {
+	err = s.scanTokens(ctx, txn, user, func(key, v []byte) bool {
 		if stale || n >= room {
 			whole = false
 			return false
@@ -985,6 +1008,9 @@ func (s *Store) WarmInBackground(ctx context.Context, users ...string) (stop fun
 // at least width values long, in one read-only transaction, leaving nil
 // for tokens not stored.
 func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int, width int) error {
+	if sec := s.section(user); sec != nil {
+		return readSealed(sec, hashes, vals, idx, width)
+	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	key := make([]byte, 0, len(user)+10)
@@ -1130,6 +1156,9 @@ func (s *Store) Size() (lsm, vlog int64) {
 	for _, t := range s.db.Tables() {
 		lsm += int64(t.OnDiskSize)
 	}
+	if r := s.sealed.Load(); r != nil {
+		lsm += r.file.Len()
+	}
 	if s.inMemory {
 		return lsm, 0
 	}
@@ -1151,8 +1180,10 @@ func (s *Store) Size() (lsm, vlog int64) {
 // share of the tables' indexes and filters: the tables of the SpamAssassin
 // corpus's model took 17 bytes a key more, twice what UserSize counts. So
 // it is an estimate of the model's share of the store's files, not of
-// what deleting it would free. A model being restored or deleted, which
-// readers do not see, has size 0.
+// what deleting it would free. Sealed rows count as the keys and values
+// they are in Badger once trained, though the sealed file holds them in
+// some 15 bytes each. A model being restored or deleted, which readers do
+// not see, has size 0.
 func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) {
 	defer s.recoverFault(&err, "user size")
 	if err := store.ValidUser(user); err != nil {
@@ -1173,6 +1204,18 @@ func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) 
 	var size int64
 	n := 0
 	for _, kind := range userKinds {
+		if kind == kindToken && s.section(user) != nil {
+			// Counted as the keys and values they would be in Badger,
+			// so that the size does not change when they move there.
+			err := s.scanTokens(ctx, nil, user, func(key, v []byte) bool {
+				size += int64(len(key) + len(v))
+				return true
+			})
+			if err != nil {
+				return 0, fmt.Errorf("user size %q: %w", user, err)
+			}
+			continue
+		}
 		// Keys only: ValueSize needs no value read.
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -1218,6 +1261,7 @@ func (s *Store) Close() error {
 		if err = s.closeBadger(); err != nil {
 			s.log.Error("badgerstore: closing the store", "dir", s.dir, "err", err)
 		}
+		err = errors.Join(err, s.releaseAll())
 	})
 	return err
 }

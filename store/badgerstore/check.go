@@ -83,8 +83,13 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
+	if sr := s.sealed.Load(); sr != nil && sr.file.Section(user) != nil {
+		if err := sr.file.Verify(); err != nil {
+			r.addf("sealed rows: %v", err)
+		}
+	}
 	var row []uint64
-	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
+	err = s.scanTokens(ctx, txn, user, func(key, v []byte) bool {
 		if len(key) != len(user)+2+8 {
 			r.addf("malformed token key %x", key)
 			return true

@@ -23,6 +23,8 @@ type migration struct {
 
 // migrations holds, by schema, the migrations to the next one.
 var migrations = map[int][]migration{
+	// Schema 5 added the sealed file, which an older store does not have.
+	4: nil,
 	// Schema 2 added weights to the token rows.
 	1: {{from: kindTokenV1, to: kindTokenV3, what: "tokens", recode: func(dst, v []byte, _ store.Day) ([]byte, bool) {
 		row, err := decodeCountsV1(nil, v)

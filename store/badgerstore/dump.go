@@ -58,7 +58,7 @@ func (s *Store) Dump(ctx context.Context, user string, fn func(store.Record) err
 		return nil
 	}
 	var ferr error
-	err = scan(ctx, txn, userPrefix(kindToken, user), func(key, v []byte) bool {
+	err = s.scanTokens(ctx, txn, user, func(key, v []byte) bool {
 		row, day, err := decodeRow(nil, v)
 		if err == nil && len(row) > 2*len(classes) {
 			err = fmt.Errorf("%w: values of unknown classes", store.ErrInconsistent)
@@ -423,9 +423,9 @@ func (s *Store) registerNames(names []string) (*classList, error) {
 	return s.register(ops)
 }
 
-// hasModel reports whether user has any key of a model.
+// hasModel reports whether user has sealed rows or any key of a model.
 func (s *Store) hasModel(user string) (bool, error) {
-	found := false
+	found := s.section(user) != nil
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, kind := range userKinds {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kind, user)})
@@ -483,10 +483,14 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (err error) {
 	return nil
 }
 
-// dropUser deletes every key of user's model, then the busy mark.
+// dropUser deletes user's sealed rows and every key of user's model, then
+// the busy mark.
 // Badger's DropPrefix holds writes back while it runs, which Apply,
 // waiting for wmu, does anyway.
 func (s *Store) dropUser(user string) error {
+	if err := s.unseal(user); err != nil {
+		return err
+	}
 	var prefixes [][]byte
 	for _, kind := range slices.Concat(userKinds, oldKinds) {
 		prefixes = append(prefixes, userPrefix(kind, user))

@@ -908,3 +908,81 @@ func TestFaultDiskFullDuringRestore(t *testing.T) {
 	l.verify(t, s, "u")
 	t.Logf("faults %v", s.Health().Faults)
 }
+
+// fillingDump is a store whose Dump calls fill at the at-th token row of
+// its calls from the first'th on: Load's pass over the rows, where the
+// first calls, one per user, are its pass over the seen records.
+type fillingDump struct {
+	store.Store
+	first, at int
+	fill      func()
+	calls     int
+}
+
+func (f *fillingDump) Dump(ctx context.Context, user string, fn func(store.Record) error) error {
+	f.calls++
+	rows := 0
+	return f.Store.Dump(ctx, user, func(r store.Record) error {
+		if r.Counts != nil && f.calls >= f.first {
+			if rows++; rows == f.at && f.fill != nil {
+				f.fill()
+				f.fill = nil
+			}
+		}
+		return fn(r)
+	})
+}
+
+// TestFaultDiskFullDuringBulkLoad fills the disk while Load writes the
+// sealed rows, to the reserve and a little more, which the rows would
+// take: the load stops at the reserve, saying so, and leaves the store
+// empty, with no sealed file or part of one, then and after reopening;
+// with space back, the load succeeds.
+func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
+	dir := filepath.Join(mnt, "store")
+	ctx := context.Background()
+	o := faultOptions(t)
+	s := open(t, dir, o)
+	defer s.Close()
+	users := []string{"", "alice"}
+	var filler string
+	src := &fillingDump{Store: memoryModel(t, users, 400, 4), first: len(users) + 1, at: 2000, fill: func() { filler = fsfault.Fill(t, mnt, o.ReserveBytes+64<<10) }}
+	err := s.Load(ctx, src)
+	t.Logf("Load: %v", err)
+	if !errors.Is(err, store.ErrReadOnly) || filler == "" {
+		t.Fatalf("Load into a disk that filled while it wrote: %v, filled: %v; want store.ErrReadOnly", err, filler != "")
+	}
+	empty := func(when string) {
+		t.Helper()
+		if got, err := s.Users(ctx); err != nil || len(got) != 0 {
+			t.Errorf("%s: the store holds %q (%v)", when, got, err)
+		}
+		for _, name := range []string{sealedName, sealedTemp} {
+			if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %s is there: %v", when, name, err)
+			}
+		}
+	}
+	empty("after the failed load")
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, o)
+	empty("after reopening")
+	want := memoryModel(t, users, 400, 4)
+	if err := s.Load(ctx, memoryModel(t, users, 400, 4)); err != nil {
+		t.Fatalf("Load with space back: %v", err)
+	}
+	for _, u := range users {
+		if dumpText(t, s, u) != dumpText(t, want, u) {
+			t.Errorf("model %q differs from what was loaded", u)
+		}
+		if err := s.Check(ctx, u); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -372,6 +372,27 @@ func freeSpace(dir string) int64 {
 	return freeBytes(&st)
 }
 
+// spaceFor returns nil if writing n bytes more leaves the reserve free,
+// or else store.ErrReadOnly, wrapped, having looked at the directory. A
+// load, which writes gigabytes of a large model at once, asks before each
+// chunk it writes: Badger writes tables through memory maps, and a table
+// written past the end of the disk's space is SIGBUS, not an error.
+func (s *Store) spaceFor(n int64) error {
+	if s.inMemory || s.opts.ReserveBytes <= 0 || s.blind.Load() {
+		return nil
+	}
+	free := freeSpace(s.dir)
+	if free < 0 || free-n >= s.opts.ReserveBytes {
+		return nil
+	}
+	s.look()
+	if err := s.refusal(); err != nil {
+		return err
+	}
+	s.count(FaultRefused)
+	return fmt.Errorf("%w: free space %s, and %s more would leave less than the reserve of %s", store.ErrReadOnly, mib(free), mib(n), mib(s.opts.ReserveBytes))
+}
+
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // recoverFault turns a panic in a call into an error for *errp, wrapping
@@ -773,7 +794,8 @@ func (s *Store) salvage(ctx context.Context) error {
 }
 
 // copyTo writes every key of the store into a new Badger database in
-// dir, from one snapshot, with writes held back, and returns how many.
+// dir, from one snapshot, with writes held back, and returns how many;
+// and a copy of the sealed file.
 func (s *Store) copyTo(ctx context.Context, dir string) (n int, err error) {
 	defer s.recoverFault(&err, "salvage")
 	if err := s.enter(); err != nil {
@@ -814,7 +836,20 @@ func (s *Store) copyTo(ctx context.Context, dir string) (n int, err error) {
 	if cerr := ndb.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", dir, cerr)
 	}
+	if r := s.sealed.Load(); r != nil && err == nil {
+		err = writeFileSynced(filepath.Join(dir, sealedName), r.file.Bytes())
+	}
 	return n, err
+}
+
+// writeFileSynced writes data to a new file at path and syncs it.
+func writeFileSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
 // finishSalvage puts a complete salvaged copy in place of the files at

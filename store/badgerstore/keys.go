@@ -58,8 +58,10 @@ var (
 // records; schema 3 the measures' values to the seen records, under a
 // kind of their own, and the samples; schema 4 the day each token was
 // last trained on to its row, the day and the mark to the seen records,
-// and the last day and the forgotten messages to the totals.
-const schemaVersion = 4
+// and the last day and the forgotten messages to the totals; schema 5 the
+// sealed file of token rows (seal.go), which a store of an older schema
+// does not have and a build of one would not read.
+const schemaVersion = 5
 
 // dayEpoch is the day the days in rows and seen records are counted
 // from, as zigzag varints: 2025-01-01, so that every day from 2003 to

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -94,7 +95,19 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 			err = errors.Join(err, s.unload())
 		}
 	}()
-	if err := s.stream(ctx, src, users, cl); err != nil {
+	rows, err := s.createSealed()
+	if err != nil {
+		return fmt.Errorf("load: sealed rows: %w", s.writeError(err))
+	}
+	if err := s.stream(ctx, src, users, cl, rows); err != nil {
+		rows.abort()
+		return fmt.Errorf("load: %w", err)
+	}
+	old, err := rows.commit()
+	if err != nil {
+		return fmt.Errorf("load: sealed rows: %w", s.writeError(err))
+	}
+	if err := old.release(); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
 	if err := s.writeMeta(cl); err != nil {
@@ -151,7 +164,7 @@ func appendKV(buf *z.Buffer, key, val []byte) {
 // records' values add up to), then every user's totals, reading each
 // model twice. A stream of its own for each would cost a table builder each,
 // which Badger sizes for its largest tables: 128 MiB of buffer.
-func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl *classList) error {
+func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl *classList, rows *sealedWrite) error {
 	sw := s.db.NewStreamWriter()
 	if err := sw.Prepare(); err != nil {
 		return fmt.Errorf("prepare: %w", err)
@@ -218,6 +231,10 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 		if buf.LenNoPadding() == 0 || !force && buf.LenNoPadding() < loadChunk {
 			return nil
 		}
+		// Badger's tables take the records and a little more.
+		if err := s.spaceFor(2 * int64(buf.LenNoPadding())); err != nil {
+			return err
+		}
 		select {
 		case full <- buf:
 		case err, ok := <-written:
@@ -244,7 +261,13 @@ func (s *Store) stream(ctx context.Context, src store.Store, users []string, cl 
 	}
 	encs := make([]*encoder, len(users))
 	for i, u := range users {
-		encs[i] = &encoder{user: u, names: lookup, sorted: true, set: put}
+		set := func(key, val []byte) error {
+			if key[0] == kindToken {
+				return rows.add(u, binary.BigEndian.Uint64(key[len(key)-8:]), val)
+			}
+			return put(key, val)
+		}
+		encs[i] = &encoder{user: u, names: lookup, sorted: true, set: set}
 	}
 	// The first pass writes the seen records, the second the rows, and
 	// then come the samples; the header goes to each encoder once, first.
@@ -314,7 +337,10 @@ func (s *Store) writeMeta(cl *classList) error {
 // next Open drops what the load wrote.
 func (s *Store) unload() error {
 	cl := s.classes.Load()
-	err := s.db.DropAll()
+	err := s.dropSealed()
+	if err == nil {
+		err = s.db.DropAll()
+	}
 	if err == nil {
 		err = s.writeMeta(cl)
 	}
@@ -344,6 +370,9 @@ func (s *Store) finishLoad() error {
 		return fmt.Errorf("%w: a load into this store was cut off, and what it wrote can only be dropped once the store can be written", store.ErrReadOnly)
 	}
 	s.log.Warn("badgerstore: dropping what a cut-off load wrote; the store is empty again", "dir", s.dir)
+	if err := s.dropSealed(); err != nil {
+		return fmt.Errorf("drop a cut-off load: %w", err)
+	}
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("drop a cut-off load: %w", err)
 	}
@@ -353,10 +382,27 @@ func (s *Store) finishLoad() error {
 	return syncDir(s.dir)
 }
 
-// hasAnyModel reports whether any user has a key of a model, or one that
-// a restore or delete is writing.
+// dropSealed removes the sealed file, and the one being written; s.life
+// is held exclusively, or the store is not open yet.
+func (s *Store) dropSealed() error {
+	if err := s.sealed.Swap(nil).release(); err != nil {
+		return err
+	}
+	if s.inMemory {
+		return nil
+	}
+	for _, name := range []string{sealedTemp, sealedName} {
+		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return syncDir(s.dir)
+}
+
+// hasAnyModel reports whether the store has sealed rows, or any user a
+// key of a model or one that a restore or delete is writing.
 func (s *Store) hasAnyModel() (bool, error) {
-	found := false
+	found := s.sealed.Load() != nil
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, kind := range slices.Concat(userKinds, oldKinds, []byte{kindBusy}) {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})

@@ -215,8 +215,10 @@ func TestLoadFails(t *testing.T) {
 	if users, err := s.Users(ctx); err != nil || len(users) != 0 {
 		t.Fatalf("after a failed load the store holds %q (%v)", users, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, loadMarker)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the load marker is still there: %v", err)
+	for _, name := range []string{loadMarker, sealedName, sealedTemp} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is there after a failed load: %v", name, err)
+		}
 	}
 	if _, err := s.Apply(ctx, "alice", []store.Op{storetest.Train("m", "spam", map[bow.Hash]uint32{1: 1})}); err != nil {
 		t.Fatal(err)
@@ -234,12 +236,14 @@ func TestLoadFails(t *testing.T) {
 }
 
 // loadCrashEnv, set in the environment of a re-executed test binary,
-// makes TestLoadCrash load a model into the store in that directory.
+// makes TestLoadCrash load a model into the store in that directory, and
+// train each user once more.
 const loadCrashEnv = "SPAMD_BADGERSTORE_LOAD_CRASH"
 
-// TestLoadCrash kills processes loading a model at random moments: each
-// time, the store must open either empty, with no marker, or with the
-// whole model.
+// TestLoadCrash kills processes loading a model, then training it once
+// more, at random moments: each time, the store must open either empty,
+// with no marker, or with each user's whole model as loaded or as trained
+// after, which moves its sealed rows into Badger.
 func TestLoadCrash(t *testing.T) {
 	users := []string{"", "alice"}
 	if dir := os.Getenv(loadCrashEnv); dir != "" {
@@ -255,6 +259,15 @@ func TestLoadCrash(t *testing.T) {
 			os.Exit(2)
 		}
 		fmt.Println("loaded")
+		// Training after the load moves each user's sealed rows into
+		// Badger: a kill may land in that too.
+		for _, u := range users {
+			if _, err := s.Apply(context.Background(), u, []store.Op{crashLater}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		fmt.Println("trained")
 		s.Close()
 		os.Exit(0)
 	}
@@ -262,17 +275,22 @@ func TestLoadCrash(t *testing.T) {
 		t.Skip("kills child processes")
 	}
 	src := memoryModel(t, users, 600, 3)
-	want := map[string]string{}
+	want, trained := map[string]string{}, map[string]string{}
 	for _, u := range users {
 		want[u] = dumpText(t, src, u)
+		if _, err := src.Apply(context.Background(), u, []store.Op{crashLater}); err != nil {
+			t.Fatal(err)
+		}
+		trained[u] = dumpText(t, src, u)
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	whole, empty := 0, 0
-	// The first round is not killed: it times a load, so that the kills
-	// of the others land anywhere in one, however slow the machine (the
-	// race detector makes it thirty times slower).
+	whole, empty, more := 0, 0, 0
+	// The first round is not killed: it times a load and the training
+	// after, so that the kills of the others land anywhere in them,
+	// however slow the machine (the race detector makes it thirty times
+	// slower).
 	var took time.Duration
 	for round := range 1 + kills(t, 6) {
 		dir := t.TempDir()
@@ -285,8 +303,8 @@ func TestLoadCrash(t *testing.T) {
 		}
 		if round == 0 {
 			start := time.Now()
-			if !sc.Scan() || sc.Text() != "loaded" {
-				t.Fatal("the first load did not finish")
+			if !sc.Scan() || sc.Text() != "loaded" || !sc.Scan() || sc.Text() != "trained" {
+				t.Fatal("the first load and training did not finish")
 			}
 			took = time.Since(start)
 		} else {
@@ -301,14 +319,24 @@ func TestLoadCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) == 0 {
+		// Users are trained in order: once one is, those before it are.
+		wasTrained := true
+		switch {
+		case len(got) == 0:
 			empty++
-		} else {
+		case dumpText(t, s, users[0]) == trained[users[0]]:
+			more++
+		default:
 			whole++
-			for _, u := range users {
-				if dumpText(t, s, u) != want[u] {
-					t.Errorf("round %d: model %q is not what was loaded", round, u)
-				}
+		}
+		for _, u := range users {
+			switch d := dumpText(t, s, u); {
+			case len(got) == 0:
+			case d == trained[u] && wasTrained:
+			case d == want[u]:
+				wasTrained = false
+			default:
+				t.Errorf("round %d: model %q is neither what was loaded nor that trained once more", round, u)
 			}
 		}
 		for _, u := range users {
@@ -321,8 +349,11 @@ func TestLoadCrash(t *testing.T) {
 		}
 		s.Close()
 	}
-	t.Logf("a load took %v; after a kill, %d stores were empty, %d whole", took, empty, whole-1)
+	t.Logf("a load and training took %v; after a kill, %d stores were empty, %d as loaded, %d trained after", took, empty, whole, more-1)
 }
+
+// crashLater is what TestLoadCrash trains after its load.
+var crashLater = storetest.Train("later", "ham", map[bow.Hash]uint32{1: 2, 77: 1})
 
 // TestAppendKV checks the hand-written encoding of a load's records
 // against Badger's own, for values of every length a varint length

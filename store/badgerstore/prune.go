@@ -59,6 +59,14 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 	if s.isBusy(user) {
 		return res, nil // no model, as readers see it
 	}
+	if rule.Tokens() || rule.MaxTokens != 0 {
+		s.wmu.Lock()
+		err := s.dissolve(ctx, user)
+		s.wmu.Unlock()
+		if err != nil {
+			return res, fmt.Errorf("prune %q: %w", user, err)
+		}
+	}
 	snap := s.db.NewTransaction(false)
 	defer snap.Discard()
 	p := &pruner{
