@@ -59,16 +59,8 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 	if s.isBusy(user) {
 		return res, nil // no model, as readers see it
 	}
-	if rule.Tokens() || rule.MaxTokens != 0 {
-		s.wmu.Lock()
-		err := s.dissolve(ctx, user)
-		s.wmu.Unlock()
-		if err != nil {
-			return res, fmt.Errorf("prune %q: %w", user, err)
-		}
-	}
 	snap := s.db.NewTransaction(false)
-	defer snap.Discard()
+	defer func() { snap.Discard() }()
 	p := &pruner{
 		s:        s,
 		user:     user,
@@ -79,7 +71,7 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 	var census store.PruneCensus
 	if rule.MaxTokens != 0 {
 		var row []uint64
-		err := scan(ctx, snap, userPrefix(kindToken, user), func(key, v []byte) bool {
+		err := s.scanTokens(ctx, snap, user, func(key, v []byte) bool {
 			var day store.Day
 			var err error
 			// An undecodable row is left alone, for Check to report.
@@ -94,8 +86,28 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 		}
 	}
 	p.plan = rule.Plan(&census)
+	tokens := rule.Tokens()
+	if tokens && s.section(user) != nil {
+		// Sealed rows move into Badger to be deleted there, but only
+		// if the plan drops one of them.
+		tokens = false
+		err := s.scanTokens(ctx, snap, user, func(_, v []byte) bool {
+			tokens = p.drops(kindToken, v)
+			return !tokens
+		})
+		if err == nil && tokens {
+			s.wmu.Lock()
+			err = s.dissolve(ctx, user)
+			s.wmu.Unlock()
+			snap.Discard()
+			snap = s.db.NewTransaction(false)
+		}
+		if err != nil {
+			return res, fmt.Errorf("prune %q: %w", user, err)
+		}
+	}
 	var perr error
-	if rule.Tokens() {
+	if tokens {
 		if err := p.pass(ctx, snap, kindToken); err != nil {
 			perr = fmt.Errorf("prune %q: tokens: %w", user, err)
 		}

@@ -228,3 +228,43 @@ func TestSealedCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestSealedPrune prunes a loaded model: a rule that drops none of its
+// rows leaves them sealed; one that drops some moves them into Badger
+// and deletes there, as a memory store's prune does.
+func TestSealedPrune(t *testing.T) {
+	ctx := context.Background()
+	s, src, _ := loaded(t, []string{""})
+	for _, tc := range []struct {
+		name   string
+		rule   store.PruneRule
+		sealed bool
+	}{
+		// memoryModel trains on days from 20000 on.
+		{"nothing that old", store.AgeRule(20030, 1, 100, 0, 0), true},
+		{"rare and old", store.AgeRule(20030, 1, 10, 0, 0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Prune(ctx, "", tc.rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := src.Prune(ctx, "", tc.rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (want.Tokens == 0) != tc.sealed {
+				t.Fatalf("the memory store pruned %+v", want)
+			}
+			if got != want || (s.section("") != nil) != tc.sealed {
+				t.Errorf("pruned %+v, sealed %v; the memory store pruned %+v, want sealed %v", got, s.section("") != nil, want, tc.sealed)
+			}
+			if dumpText(t, s, "") != dumpText(t, src, "") {
+				t.Error("the model differs from the memory store's")
+			}
+			if err := s.Check(ctx, ""); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
