@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore/sealed"
 )
 
 // Apply carries out ops for user in order. The ops change an in-memory
@@ -45,9 +46,6 @@ func (s *Store) Apply(ctx context.Context, user string, ops []store.Op) (_ []sto
 	// directory before each write, and a second look here would cost
 	// every Apply a stat.
 	if err := s.refusal(); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
-	}
-	if err := s.dissolve(ctx, user); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	classes, err := s.register(ops)
@@ -226,8 +224,12 @@ type batch struct {
 	// two would never overlap.
 	wtxn *badger.Txn
 
+	// sec holds the user's sealed rows, which Badger's keys lie over
+	// (seal.go); nil if none.
+	sec *sealed.Section
+
 	// The overlay. Token rows, laid out as store.Counts, are width values
-	// each in one slice; a token absent from Badger has a row of zeros.
+	// each in one slice; a token absent from the store has a row of zeros.
 	rows   map[bow.Hash]int32
 	hashes []bow.Hash // row → token
 	cells  []uint64
@@ -288,9 +290,14 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 	// most MaxVarintLen64 bytes, a mark 8.
 	const overhead, uv = 2 + 10, binary.MaxVarintLen64
 	u := int64(len(user))
+	sec := s.section(user)
+	if sec != nil {
+		s.overlay(user)
+	}
 	return &batch{
 		ctx:      ctx,
 		s:        s,
+		sec:      sec,
 		user:     user,
 		classes:  classes,
 		nclasses: int(k),
@@ -698,6 +705,15 @@ func (b *batch) resolveDays() error {
 		h := b.hashes[r]
 		b.key = appendTokenKey(b.key[:0], b.user, h)
 		item, err := txn.Get(b.key)
+		if errors.Is(err, badger.ErrKeyNotFound) && b.sec != nil {
+			var ok bool
+			if _, b.days[r], ok, err = sealedRow(b.sec, h, nil); err == nil && !ok {
+				err = badger.ErrKeyNotFound
+			}
+			if err == nil {
+				continue
+			}
+		}
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return fmt.Errorf("%w: token %x is cached but not stored", store.ErrInconsistent, h)
 		}
@@ -705,6 +721,9 @@ func (b *batch) resolveDays() error {
 			return fmt.Errorf("read token %x: %w", h, err)
 		}
 		err = item.Value(func(v []byte) error {
+			if len(v) == 0 {
+				return fmt.Errorf("%w: token %x is cached but deleted", store.ErrInconsistent, h)
+			}
 			var err error
 			b.days[r], _, err = decodeDay(v)
 			return err
@@ -748,27 +767,49 @@ func (b *batch) load() error {
 	if len(miss) == 0 {
 		return nil
 	}
-	f, err := b.s.present.get(b.ctx, b.s.db, b.user, len(miss), b.tot.vocabulary)
+	// A sealed model's filter holds the keys over its sealed rows, which
+	// cost a scan of what they are, not of the vocabulary.
+	vocabulary := b.tot.vocabulary
+	if b.sec != nil {
+		vocabulary = 0
+	}
+	f, err := b.s.present.get(b.ctx, b.s.db, b.user, len(miss), vocabulary)
 	if err != nil {
 		return err
 	}
 	txn := b.reader()
 	for _, i := range miss {
 		h := b.missing[i]
-		if f != nil && !f.mayHave(h) {
-			continue
+		r := first + int32(i)
+		row := b.row(r)
+		var item *badger.Item
+		err := badger.ErrKeyNotFound
+		if f == nil || f.mayHave(h) {
+			b.key = appendTokenKey(b.key[:0], b.user, h)
+			item, err = txn.Get(b.key)
 		}
-		b.key = appendTokenKey(b.key[:0], b.user, h)
-		item, err := txn.Get(b.key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
+			if b.sec != nil {
+				c, day, ok, err := sealedRow(b.sec, h, row[:0])
+				if err == nil && len(c) > b.width {
+					err = fmt.Errorf("%w: counts of unknown classes", store.ErrInconsistent)
+				}
+				if err != nil {
+					return fmt.Errorf("read token %x: %w", h, err)
+				}
+				if ok {
+					b.days[r] = day
+				}
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("read token %x: %w", h, err)
 		}
-		r := first + int32(i)
-		row := b.row(r)
 		err = item.Value(func(v []byte) error {
+			if len(v) == 0 {
+				return nil // a tombstone over a sealed row: none
+			}
 			// row is capped at width: a longer row is decoded elsewhere.
 			c, day, err := decodeRow(row[:0], v)
 			if err == nil && len(c) > b.width {
@@ -862,6 +903,16 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 		buf = appendTokenKey(buf, b.user, b.hashes[r])
 		key := since(start)
 		if allZero(row) {
+			// Over a sealed row, a tombstone; a key deleted would
+			// let the row show through.
+			if b.sec != nil {
+				if _, ok, _ := b.sec.Get(uint64(b.hashes[r])); ok {
+					if err := set(key, nil); err != nil {
+						return nil, err
+					}
+					continue
+				}
+			}
 			if err := txn.Delete(key); err != nil {
 				return nil, err
 			}
@@ -1022,7 +1073,7 @@ func (b *batch) wait() (int, error) {
 		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w", f.first, f.end-1, err)
 	}
 	b.s.cache.committed(b.user, f.hashes, f.vals, f.tot)
-	b.s.present.add(b.user, f.hashes, f.vals)
+	b.s.present.add(b.user, f.hashes)
 	b.committed = f.end
 	return b.committed, nil
 }

@@ -51,12 +51,12 @@
 // are not Badger keys but one file beside Badger's, sealed-rows (package
 // sealed): each user's rows sorted by hash, as a row above, each behind
 // the gap from the hash before it. The file is mapped and searched in
-// place. A row takes some 14 bytes there, where Badger's tables took 35
+// place. A row takes some 15 bytes there, where Badger's tables took 35
 // with its key, version and indexes, and a read is a search of one sorted
-// array. While the file holds a user's rows, any of that user's "T" keys
-// are ignored; before the rows change, the store writes them into Badger
-// and replaces the file with one without them (seal.go says how that
-// survives a crash).
+// array. Badger's "T" keys of a sealed user lie over the file: a key is
+// the row, and a key with an empty value, which no row encodes to, a
+// tombstone that says the row is gone. Training a sealed model writes
+// the rows it changes, as for any model (seal.go says more).
 //
 // # Older schemas
 //
@@ -390,6 +390,10 @@ type Store struct {
 	// that may be in it, until Close; retired is guarded by wmu.
 	sealed  atomic.Pointer[sealedRows]
 	retired []*sealedRows
+	// over holds, for users whose rows are sealed, whether Badger may
+	// hold token keys of theirs (overlaid).
+	overMu sync.Mutex
+	over   map[string]bool
 	// missed counts, per user, the tokens Lookup read from Badger since
 	// the last warm, for Options.WarmByNeed.
 	missMu sync.Mutex
@@ -1006,34 +1010,54 @@ func (s *Store) WarmInBackground(ctx context.Context, users ...string) (stop fun
 
 // readTokens reads the rows of hashes[i] for each i in idx into vals[i],
 // at least width values long, in one read-only transaction, leaving nil
-// for tokens not stored.
+// for tokens not stored: from Badger, and for a sealed user's hashes not
+// there, from the sealed file; Badger is not asked at all while it holds
+// none of the sealed user's keys.
 func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, idx []int, width int) error {
-	if sec := s.section(user); sec != nil {
-		return readSealed(sec, hashes, vals, idx, width)
+	sec := s.section(user)
+	var txn *badger.Txn
+	if sec == nil || s.overlaid(user) {
+		txn = s.db.NewTransaction(false)
+		defer txn.Discard()
 	}
-	txn := s.db.NewTransaction(false)
-	defer txn.Discard()
 	key := make([]byte, 0, len(user)+10)
 	// One array backs all rows read, unless one is longer than width.
 	arena := make([]uint64, len(idx)*width)
 	for k, i := range idx {
-		key = appendTokenKey(key[:0], user, hashes[i])
-		item, err := txn.Get(key)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
 		row := arena[k*width : k*width : (k+1)*width]
-		err = item.Value(func(v []byte) error {
-			row, _, err = decodeRow(row, v)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("token %x: %w", hashes[i], err)
+		inBadger, stored := false, false
+		if txn != nil {
+			key = appendTokenKey(key[:0], user, hashes[i])
+			item, err := txn.Get(key)
+			switch {
+			case errors.Is(err, badger.ErrKeyNotFound):
+			case err != nil:
+				return err
+			default:
+				inBadger = true
+				err = item.Value(func(v []byte) error {
+					if len(v) == 0 {
+						return nil // a tombstone over a sealed row
+					}
+					var err error
+					row, _, err = decodeRow(row, v)
+					stored = true
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("token %x: %w", hashes[i], err)
+				}
+			}
 		}
-		vals[i] = row[:max(len(row), width)]
+		if !inBadger && sec != nil {
+			var err error
+			if row, _, stored, err = sealedRow(sec, hashes[i], row); err != nil {
+				return fmt.Errorf("token %x: %w", hashes[i], err)
+			}
+		}
+		if stored {
+			vals[i] = row[:max(len(row), width)]
+		}
 	}
 	return nil
 }
@@ -1207,7 +1231,7 @@ func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) 
 		if kind == kindToken && s.section(user) != nil {
 			// Counted as the keys and values they would be in Badger,
 			// so that the size does not change when they move there.
-			err := s.scanTokens(ctx, nil, user, func(key, v []byte) bool {
+			err := s.scanTokens(ctx, txn, user, func(key, v []byte) bool {
 				size += int64(len(key) + len(v))
 				return true
 			})

@@ -491,6 +491,7 @@ func (s *Store) dropUser(user string) error {
 	if err := s.unseal(user); err != nil {
 		return err
 	}
+	s.overlay(user)
 	var prefixes [][]byte
 	for _, kind := range slices.Concat(userKinds, oldKinds) {
 		prefixes = append(prefixes, userPrefix(kind, user))

@@ -122,6 +122,9 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 		}
 	}
 	loaded = true
+	s.overMu.Lock()
+	s.over = nil
+	s.overMu.Unlock()
 	for _, u := range users {
 		s.cache.forget(u)
 		s.present.drop(u)

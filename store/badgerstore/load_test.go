@@ -243,7 +243,7 @@ const loadCrashEnv = "SPAMD_BADGERSTORE_LOAD_CRASH"
 // TestLoadCrash kills processes loading a model, then training it once
 // more, at random moments: each time, the store must open either empty,
 // with no marker, or with each user's whole model as loaded or as trained
-// after, which moves its sealed rows into Badger.
+// after, which lays keys in Badger over its sealed rows.
 func TestLoadCrash(t *testing.T) {
 	users := []string{"", "alice"}
 	if dir := os.Getenv(loadCrashEnv); dir != "" {

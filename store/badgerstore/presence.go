@@ -78,17 +78,15 @@ func (p *presence) get(ctx context.Context, db *badger.DB, user string, misses i
 	return f, nil
 }
 
-// add records what a commit wrote for user: keys for the hashes whose
-// vals are not nil.
-func (p *presence) add(user string, hashes []bow.Hash, vals [][]uint64) {
+// add records the keys a commit wrote or deleted for user. A key deleted
+// stays in, as a false positive; a sealed model's commit writes
+// tombstones where it deletes, which must be in.
+func (p *presence) add(user string, hashes []bow.Hash) {
 	f := p.filters[user]
 	if f == nil {
 		return
 	}
-	for i, h := range hashes {
-		if vals[i] == nil {
-			continue
-		}
+	for _, h := range hashes {
 		if f.full() {
 			// A new layer twice the size of the last.
 			l := newLayer(2 * f.layers[len(f.layers)-1].capacity)

@@ -71,9 +71,8 @@ func TestPresenceBound(t *testing.T) {
 		t.Fatalf("after a fourth user: %d filters, d's %v", len(p.filters), p.filters["d"])
 	}
 	// Growing past the bound drops the others', then its own.
-	vals := [][]uint64{{1}}
 	for i := range 1 << 18 {
-		p.add("d", []bow.Hash{bow.Hash(i)}, vals)
+		p.add("d", []bow.Hash{bow.Hash(i)})
 		if p.bytes > p.max {
 			t.Fatalf("%d bytes after %d adds, bound %d", p.bytes, i+1, p.max)
 		}

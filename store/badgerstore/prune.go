@@ -60,7 +60,7 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 		return res, nil // no model, as readers see it
 	}
 	snap := s.db.NewTransaction(false)
-	defer func() { snap.Discard() }()
+	defer snap.Discard()
 	p := &pruner{
 		s:        s,
 		user:     user,
@@ -86,28 +86,8 @@ func (s *Store) Prune(ctx context.Context, user string, rule store.PruneRule) (r
 		}
 	}
 	p.plan = rule.Plan(&census)
-	tokens := rule.Tokens()
-	if tokens && s.section(user) != nil {
-		// Sealed rows move into Badger to be deleted there, but only
-		// if the plan drops one of them.
-		tokens = false
-		err := s.scanTokens(ctx, snap, user, func(_, v []byte) bool {
-			tokens = p.drops(kindToken, v)
-			return !tokens
-		})
-		if err == nil && tokens {
-			s.wmu.Lock()
-			err = s.dissolve(ctx, user)
-			s.wmu.Unlock()
-			snap.Discard()
-			snap = s.db.NewTransaction(false)
-		}
-		if err != nil {
-			return res, fmt.Errorf("prune %q: %w", user, err)
-		}
-	}
 	var perr error
-	if tokens {
+	if rule.Tokens() {
 		if err := p.pass(ctx, snap, kindToken); err != nil {
 			perr = fmt.Errorf("prune %q: tokens: %w", user, err)
 		}
@@ -175,7 +155,12 @@ func (p *pruner) pass(ctx context.Context, snap *badger.Txn, kind byte) error {
 		return nil
 	}
 	var flushErr error
-	err := scan(ctx, snap, prefix, func(key, v []byte) bool {
+	scanKind := func(f func(key, v []byte) bool) error { return scan(ctx, snap, prefix, f) }
+	if kind == kindToken {
+		// With the sealed rows under Badger's keys.
+		scanKind = func(f func(key, v []byte) bool) error { return p.s.scanTokens(ctx, snap, p.user, f) }
+	}
+	err := scanKind(func(key, v []byte) bool {
 		// A malformed key is left for Check to report.
 		if len(key) != keyLen || !p.drops(kind, v) {
 			return true
@@ -227,6 +212,10 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 	}
 	classes := s.classes.Load().names
 	k := len(classes)
+	sec := s.section(p.user)
+	if sec != nil && kind == kindToken {
+		s.overlay(p.user)
+	}
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	stored, err := readTotals(txn, p.user)
@@ -274,17 +263,30 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 			break
 		}
 		used++
+		var v []byte
 		item, err := txn.Get(key)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound) && kind == kindToken && sec != nil:
+			var ok bool
+			if v, ok, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:])); err != nil {
+				return 0, fmt.Errorf("read key %x: %w: %w", key, store.ErrInconsistent, err)
+			}
+			if !ok {
+				continue
+			}
+		case errors.Is(err, badger.ErrKeyNotFound):
 			continue // untrained or pruned since
-		}
-		if err != nil {
+		case err != nil:
 			return 0, fmt.Errorf("read key %x: %w", key, err)
+		default:
+			if v, err = item.ValueCopy(nil); err != nil {
+				return 0, fmt.Errorf("read key %x: %w", key, err)
+			}
 		}
 		var row []uint64
 		var rec seenRec
 		drop := false
-		err = item.Value(func(v []byte) error {
+		err = func() error {
 			var err error
 			if kind == kindSeen {
 				if rec, err = decodeSeen(v, nil); err == nil && rec.class < k {
@@ -297,14 +299,25 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 				drop = p.plan.Drop(row, day)
 			}
 			return nil
-		})
+		}()
 		if err != nil {
 			return 0, fmt.Errorf("read key %x: %w", key, err)
 		}
 		if !drop {
-			continue // trained since, or undecodable
+			continue // trained since, a tombstone, or undecodable
 		}
-		if err := txn.Delete(key); err != nil {
+		// Over a sealed row, a tombstone; a key deleted would let the
+		// row show through.
+		tomb := false
+		if kind == kindToken && sec != nil {
+			_, tomb, _ = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]))
+		}
+		if tomb {
+			err = txn.Set(key, nil)
+		} else {
+			err = txn.Delete(key)
+		}
+		if err != nil {
 			return p.tooBig(err)
 		}
 		count, size = count+1, size+cost
@@ -354,6 +367,7 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 		return 0, fmt.Errorf("commit: %w", s.writeError(err))
 	}
 	s.cache.committed(p.user, deleted, make([][]uint64, len(deleted)), &tot)
+	s.present.add(p.user, deleted)
 	p.tokens += uint64(len(deleted))
 	p.seen += seen
 	if p.txns++; s.pruned != nil {

@@ -20,23 +20,24 @@ import (
 
 // A Load writes the token rows of the models it loads not into Badger but
 // into one sealed file beside it (package sealed), which the store maps
-// and reads in place: a row there takes some 14 bytes where Badger's
+// and reads in place: a row there takes some 15 bytes where Badger's
 // tables took 35, and a read is a search of one array where Badger's
 // walks its levels. The seen records, samples and totals stay in Badger.
 //
-// A user's rows are in the sealed file or in Badger, never both: while
-// the file holds a section for the user, that section is the user's
-// rows, and any of the user's token keys in Badger are ignored. Before a
-// user's rows change (Apply, Prune), the store dissolves the section: it
-// writes its rows into Badger, syncs, and then replaces the file with one
-// without the section. A process killed before the replace leaves keys
-// in Badger that the section hides and the next dissolve writes again,
-// with the same values; one killed after it leaves the rows in Badger.
-// Deleting a user's model (DeleteUser, a failed Restore) replaces the
-// file without the section before Badger's keys go, under the model's
-// busy mark. The file is written to sealedTemp and renamed over
-// sealedName, so that a reader of the directory finds one or the other,
-// whole.
+// The sealed file is the bottom of the user's rows, and Badger's token
+// keys of the user lie over it, as the levels of Badger's own tree lie
+// over each other: a key in Badger is the row, whatever the file says,
+// and a key with an empty value (a tombstone, which no row encodes to)
+// says that the row is gone. Training a sealed model writes the rows it
+// changes into Badger, one transaction a batch as for any model, and a
+// row it takes to zero becomes a tombstone where the file has one, so
+// that nothing but Badger's own commits is needed for a crash to leave
+// every message counted whole or not at all. Deleting a model (DeleteUser,
+// a failed Restore, a busy mark found by Open) replaces the file with one
+// without the user's section, under the model's busy mark, before
+// Badger's keys of the user go. A replacement is written to sealedTemp
+// and renamed over sealedName, so that the directory holds one or the
+// other, whole.
 const (
 	sealedName = "sealed-rows"
 	sealedTemp = sealedName + ".new"
@@ -260,95 +261,107 @@ func (s *Store) unseal(user string) error {
 	return nil
 }
 
-// dissolve moves user's rows out of the sealed file into Badger, before
-// they change. The caller holds s.wmu.
-func (s *Store) dissolve(ctx context.Context, user string) error {
-	sec := s.section(user)
-	if sec == nil {
+// overlaid reports whether Badger may hold token keys of user, a user
+// whose rows are sealed: whether a read must ask Badger before the file.
+// A user's answer is looked up once, then kept; writers set it with
+// overlay before they write the first key.
+func (s *Store) overlaid(user string) bool {
+	s.overMu.Lock()
+	defer s.overMu.Unlock()
+	if has, ok := s.over[user]; ok {
+		return has
+	}
+	has := true // a failed look asks Badger every time
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kindToken, user)})
+		defer it.Close()
+		it.Rewind()
+		has = it.Valid()
 		return nil
-	}
-	if err := s.writable(true); err != nil {
-		return err
-	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	// Keys for many rows at once: WriteBatch keeps them until it writes.
-	var keys []byte
-	n := 0
-	var serr error
-	err := sec.Scan(func(h uint64, row []byte) bool {
-		if n++; n%4096 == 0 {
-			if serr = ctx.Err(); serr != nil {
-				return false
-			}
-		}
-		if cap(keys)-len(keys) < len(user)+10 {
-			keys = make([]byte, 0, 4096*(len(user)+10))
-		}
-		start := len(keys)
-		keys = appendTokenKey(keys, user, bow.Hash(h))
-		serr = wb.Set(keys[start:len(keys):len(keys)], row)
-		return serr == nil
 	})
-	if err = errors.Join(err, serr); err != nil {
-		return fmt.Errorf("move the sealed rows of %q into Badger: %w", user, s.writeError(err))
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("move the sealed rows of %q into Badger: %w", user, s.writeError(err))
-	}
-	// The rows must be on disk before the file that hid them goes.
-	if !s.inMemory {
-		if err := s.db.Sync(); err != nil {
-			return fmt.Errorf("move the sealed rows of %q into Badger: %w", user, s.writeError(err))
+	if err == nil {
+		if s.over == nil {
+			s.over = make(map[string]bool)
 		}
+		s.over[user] = has
 	}
-	if err := s.unseal(user); err != nil {
-		return s.writeError(err)
+	return has
+}
+
+// overlay notes that Badger is about to hold token keys of user, if the
+// user's rows are sealed; or, if not, forgets what it knew of them.
+func (s *Store) overlay(user string) {
+	s.overMu.Lock()
+	defer s.overMu.Unlock()
+	if s.section(user) == nil {
+		delete(s.over, user)
+		return
 	}
-	s.log.Info("badgerstore: a model's sealed rows moved into Badger, to be trained", "dir", s.dir, "user", user, "tokens", sec.Rows())
-	return nil
+	if s.over == nil {
+		s.over = make(map[string]bool)
+	}
+	s.over[user] = true
 }
 
 // scanTokens calls f with the key and value of each of user's token rows
-// in ascending hash order, from the sealed file if it holds them, else
-// from txn, until f returns false. Keys of rows from the sealed file are
-// made as Badger's would be.
+// in ascending hash order, until f returns false: the sealed rows and the
+// keys in txn over them, without tombstones. Keys of rows from the
+// sealed file are made as Badger's would be. A malformed key in Badger is
+// passed as it is, for the caller to report.
 func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f func(key, v []byte) bool) error {
+	prefix := userPrefix(kindToken, user)
 	sec := s.section(user)
 	if sec == nil {
-		return scan(ctx, txn, userPrefix(kindToken, user), f)
+		return scan(ctx, txn, prefix, f)
 	}
+	it := sec.Iter()
+	more := it.Next()
 	key := appendTokenKey(nil, user, 0)
-	n := 0
-	var cerr error
-	err := sec.Scan(func(h uint64, v []byte) bool {
-		if n++; n%4096 == 0 {
-			if cerr = ctx.Err(); cerr != nil {
-				return false
-			}
+	stopped := false
+	fromFile := func() {
+		binary.BigEndian.PutUint64(key[len(prefix):], it.Hash())
+		stopped = !f(key, it.Row())
+		more = it.Next()
+	}
+	err := scan(ctx, txn, prefix, func(k, v []byte) bool {
+		if len(k) != len(prefix)+8 {
+			stopped = !f(k, v)
+			return !stopped
 		}
-		binary.BigEndian.PutUint64(key[len(key)-8:], h)
-		return f(key, v)
+		h := binary.BigEndian.Uint64(k[len(prefix):])
+		for more && it.Hash() < h && !stopped {
+			fromFile()
+		}
+		if more && it.Hash() == h {
+			more = it.Next()
+		}
+		if len(v) > 0 && !stopped {
+			stopped = !f(k, v)
+		}
+		return !stopped
 	})
-	return errors.Join(cerr, err)
+	for n := 0; err == nil && more && !stopped; n++ {
+		if n%4096 == 0 {
+			err = ctx.Err()
+		}
+		fromFile()
+	}
+	if it.Err() != nil {
+		err = errors.Join(err, fmt.Errorf("%w: %w", store.ErrInconsistent, it.Err()))
+	}
+	return err
 }
 
-// readSealed is readTokens for a user whose rows are in sec.
-func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, idx []int, width int) error {
-	arena := make([]uint64, len(idx)*width)
-	for k, i := range idx {
-		v, ok, err := sec.Get(uint64(hashes[i]))
-		if err != nil {
-			return fmt.Errorf("token %x: %w: %w", hashes[i], store.ErrInconsistent, err)
-		}
-		if !ok {
-			continue
-		}
-		row := arena[k*width : k*width : (k+1)*width]
-		if row, _, err = decodeRow(row, v); err != nil {
-			return fmt.Errorf("token %x: %w", hashes[i], err)
-		}
-		vals[i] = row[:max(len(row), width)]
+// sealedRow reads sec's row of h into row, as load and resolveDays read
+// Badger's: it reports false if there is none.
+func sealedRow(sec *sealed.Section, h bow.Hash, row []uint64) ([]uint64, store.Day, bool, error) {
+	v, ok, err := sec.Get(uint64(h))
+	if err != nil {
+		return row, 0, false, fmt.Errorf("%w: %w", store.ErrInconsistent, err)
 	}
-	return nil
+	if !ok {
+		return row, 0, false, nil
+	}
+	row, day, err := decodeRow(row, v)
+	return row, day, true, err
 }

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,18 +16,30 @@ import (
 )
 
 // loaded returns a store in a new directory loaded with users' models,
-// and the memory store they came from.
+// each with lone among its messages, and a memory store that holds the
+// same.
 func loaded(t *testing.T, users []string) (*Store, *store.Memory, string) {
 	t.Helper()
-	src := memoryModel(t, users, 200, 11)
+	model := func() *store.Memory {
+		m := memoryModel(t, users, 200, 11)
+		for _, u := range users {
+			if _, err := m.Apply(context.Background(), u, []store.Op{storetest.Train("lone", "spam", lone)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
 	t.Cleanup(func() { s.Close() })
-	if err := s.Load(context.Background(), memoryModel(t, users, 200, 11)); err != nil {
+	if err := s.Load(context.Background(), model()); err != nil {
 		t.Fatal(err)
 	}
-	return s, src, dir
+	return s, model(), dir
 }
+
+// lone is the bag of a message whose tokens no other message has.
+var lone = map[bow.Hash]uint32{1 << 60: 1, 1<<60 + 1: 2}
 
 // tokenKeys counts user's token keys in Badger.
 func tokenKeys(t *testing.T, s *Store, user string) int {
@@ -47,32 +60,18 @@ func tokenKeys(t *testing.T, s *Store, user string) int {
 }
 
 // TestSealed follows a loaded store's sealed rows: a load writes them to
-// the sealed file only; training a user moves that user's into Badger,
-// deleting a user drops theirs, and the others stay sealed, across a
-// reopen too.
+// the sealed file only; training and forgetting lay keys in Badger over
+// them, a row taken to zero a tombstone; deleting a user drops the
+// user's section; all of it as a memory store given the same calls, and
+// across a reopen too.
 func TestSealed(t *testing.T) {
 	ctx := context.Background()
 	users := []string{"", "alice", "bob"}
 	s, src, dir := loaded(t, users)
 	for _, u := range users {
-		if s.section(u) == nil || tokenKeys(t, s, u) != 0 {
+		if s.section(u) == nil || tokenKeys(t, s, u) != 0 || s.overlaid(u) {
 			t.Fatalf("user %q after the load: sealed %v, %d token keys in Badger", u, s.section(u) != nil, tokenKeys(t, s, u))
 		}
-	}
-	// A model's size is that of its keys and values in Badger, sealed or
-	// not.
-	sealedSize, err := s.UserSize(ctx, "bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.wmu.Lock()
-	err = s.dissolve(ctx, "bob")
-	s.wmu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if size, err := s.UserSize(ctx, "bob"); err != nil || size != sealedSize || s.section("bob") != nil {
-		t.Errorf("bob's size %d sealed, %d, %v in Badger", sealedSize, size, err)
 	}
 	if lsm, _ := s.Size(); lsm < s.sealed.Load().file.Len() {
 		t.Errorf("size %d is less than the sealed file's %d", lsm, s.sealed.Load().file.Len())
@@ -80,17 +79,44 @@ func TestSealed(t *testing.T) {
 	if n, err := s.Warm(ctx, "alice"); err != nil || uint64(n) != s.section("alice").Rows() {
 		t.Errorf("warm: %d rows, %v; want %d", n, err, s.section("alice").Rows())
 	}
+	// A model's size is that of its keys and values in Badger, sealed or
+	// not.
+	restored := open(t, t.TempDir(), Options{})
+	defer restored.Close()
+	if err := store.Copy(ctx, restored, s, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.UserSize(ctx, "bob"); err != nil || restored.section("bob") != nil {
+		t.Fatal(err)
+	} else if b, err := restored.UserSize(ctx, "bob"); err != nil || a != b {
+		t.Errorf("bob's model takes %d sealed, %d in Badger (%v)", a, b, err)
+	}
 
-	op := storetest.Train("later", "spam", map[bow.Hash]uint32{1: 1, 2: 3})
+	// A message of two tokens the load has and a new one, trained; and
+	// the message whose tokens no other has forgotten, which leaves
+	// tombstones over their rows.
+	const fresh = 1<<61 + 5
+	var probe []bow.Hash
+	if err := s.section("alice").Scan(func(h uint64, _ []byte) bool {
+		probe = append(probe, bow.Hash(h))
+		return len(probe) < 2
+	}); err != nil {
+		t.Fatal(err)
+	}
+	later := map[bow.Hash]uint32{probe[0]: 2, probe[1]: 1, fresh: 3}
+	probe = append(probe, fresh)
+	for h := range lone {
+		probe = append(probe, h)
+	}
 	for _, st := range []store.Store{s, src} {
-		if _, err := st.Apply(ctx, "alice", []store.Op{op}); err != nil {
+		if _, err := st.Apply(ctx, "alice", []store.Op{storetest.Train("later", "spam", later), storetest.Forget("lone", lone)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.DeleteUser(ctx, "bob"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.section("alice") != nil || tokenKeys(t, s, "alice") == 0 {
+	if s.section("alice") == nil || tokenKeys(t, s, "alice") != 5 || !s.overlaid("alice") {
 		t.Errorf("alice after training: sealed %v, %d token keys", s.section("alice") != nil, tokenKeys(t, s, "alice"))
 	}
 	if s.section("bob") != nil || s.section("") == nil {
@@ -105,6 +131,9 @@ func TestSealed(t *testing.T) {
 			if err := s.Check(ctx, u); err != nil {
 				t.Errorf("%s: %v", when, err)
 			}
+			if got, want := lookup(t, s, u, probe), lookup(t, src, u, probe); got != want {
+				t.Errorf("%s: %q's rows %s, want %s", when, u, got, want)
+			}
 		}
 	}
 	check("after training and deleting")
@@ -114,73 +143,105 @@ func TestSealed(t *testing.T) {
 	s = open(t, dir, Options{})
 	defer s.Close()
 	check("after reopening")
-	if s.section("") == nil {
-		t.Error("the sealed rows of \"\" are gone after reopening")
-	}
-
-	// The last sealed user trained, the file goes.
 	for _, st := range []store.Store{s, src} {
-		if _, err := st.Apply(ctx, "", []store.Op{op}); err != nil {
+		if _, err := st.Apply(ctx, "alice", []store.Op{storetest.Forget("later", later), storetest.Train("lone", "ham", lone)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	check("after training the last sealed user")
+	check("after training over the tombstones")
+
+	// The last sealed users deleted, the file goes.
+	for _, u := range users {
+		if err := s.DeleteUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, sealedName)); !errors.Is(err, os.ErrNotExist) || s.sealed.Load() != nil {
 		t.Errorf("the sealed file with no rows left: %v", err)
 	}
 }
 
-// TestSealedHides checks that a user's token keys in Badger, which a
-// process killed while moving sealed rows leaves, are not read while the
-// sealed file holds the user's rows, and that moving them writes over
-// them.
-func TestSealedHides(t *testing.T) {
+// lookup returns user's rows of hashes in s, printed.
+func lookup(t *testing.T, s store.Store, user string, hashes []bow.Hash) string {
+	t.Helper()
+	rows, err := s.Lookup(context.Background(), user, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		// Both stores' rows are as long as the classes at least.
+		rows[i] = r[:min(len(r), 6)]
+	}
+	return fmt.Sprint(rows)
+}
+
+// TestSealedOverlay lays keys in Badger over sealed rows by hand: a row
+// changed, one deleted by a tombstone, one new. Readers see them over the
+// sealed file, once the store knows Badger holds the user's keys.
+func TestSealedOverlay(t *testing.T) {
 	ctx := context.Background()
-	s, src, _ := loaded(t, []string{""})
-	var h bow.Hash
-	if err := src.Dump(ctx, "", func(r store.Record) error {
-		if r.Counts != nil && h == 0 {
-			h = r.Hash
+	s, _, _ := loaded(t, []string{""})
+	want := map[bow.Hash]string{}
+	if err := s.Dump(ctx, "", func(r store.Record) error {
+		if r.Counts != nil {
+			want[r.Hash] = fmt.Sprint(r.Counts)
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	stale := appendRow(nil, 20000, []uint64{999, 0, 999})
-	if err := s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(appendTokenKey(nil, "", h), stale); err != nil {
-			return err
+	var changed, gone bow.Hash
+	for h := range want {
+		switch {
+		case changed == 0:
+			changed = h
+		case gone == 0:
+			gone = h
 		}
-		return txn.Set(appendTokenKey(nil, "", 12345), stale)
-	}); err != nil {
-		t.Fatal(err)
 	}
-	want := dumpText(t, src, "")
-	if got := dumpText(t, s, ""); got != want {
-		t.Error("keys in Badger show through the sealed rows")
+	const added = 12345
+	if _, ok := want[added]; ok {
+		t.Fatal("the model has the hash meant to be new")
 	}
-	if err := s.Check(ctx, ""); err != nil {
-		t.Error(err)
-	}
-	got, _ := s.Lookup(ctx, "", []bow.Hash{h, 12345})
-	exp, _ := src.Lookup(ctx, "", []bow.Hash{h, 12345})
-	if got[0][0] != exp[0][0] || got[1] != nil {
-		t.Errorf("lookup %v, want %v", got, exp)
-	}
-	s.wmu.Lock()
-	err := s.dissolve(ctx, "")
-	s.wmu.Unlock()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return errors.Join(
+			txn.Set(appendTokenKey(nil, "", changed), appendRow(nil, 20000, []uint64{7, 0, 8})),
+			txn.Set(appendTokenKey(nil, "", gone), nil),
+			txn.Set(appendTokenKey(nil, "", added), appendRow(nil, 20000, []uint64{1})),
+		)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The stray key that no sealed row wrote over stays: a dissolve cut
-	// off can only have written rows the sealed file holds.
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(appendTokenKey(nil, "", 12345)) }); err != nil {
+	s.overlay("")
+	s.cache.forget("")
+	want[changed], want[added] = "[7 0 8]", "[1]"
+	delete(want, gone)
+	got := map[bow.Hash]string{}
+	var last bow.Hash
+	if err := s.Dump(ctx, "", func(r store.Record) error {
+		if r.Counts != nil {
+			if r.Hash <= last && len(got) > 0 {
+				t.Errorf("dump: %x after %x", r.Hash, last)
+			}
+			got[r.Hash], last = fmt.Sprint(r.Counts), r.Hash
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	s.cache.forget("")
-	if got := dumpText(t, s, ""); got != want {
-		t.Error("moving the sealed rows into Badger did not write over what was there")
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dump: %d rows, want %d; changed %s, added %s, gone %q", len(got), len(want), got[changed], got[added], got[gone])
+	}
+	rows, err := s.Lookup(ctx, "", []bow.Hash{changed, gone, added})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rows[0][:3], rows[1], rows[2][:1]) != "[7 0 8] [] [1]" {
+		t.Errorf("lookup %v", rows)
+	}
+	if n, err := s.Warm(ctx, ""); err != nil || n != len(want) {
+		t.Errorf("warm: %d rows, %v; want %d", n, err, len(want))
 	}
 }
 
@@ -229,20 +290,21 @@ func TestSealedCorrupt(t *testing.T) {
 	}
 }
 
-// TestSealedPrune prunes a loaded model: a rule that drops none of its
-// rows leaves them sealed; one that drops some moves them into Badger
-// and deletes there, as a memory store's prune does.
+// TestSealedPrune prunes a loaded model: tombstones over the sealed rows
+// it drops, as a memory store's prune drops them, and the model stays
+// sealed.
 func TestSealedPrune(t *testing.T) {
 	ctx := context.Background()
 	s, src, _ := loaded(t, []string{""})
 	for _, tc := range []struct {
-		name   string
-		rule   store.PruneRule
-		sealed bool
+		name string
+		rule store.PruneRule
+		none bool
 	}{
 		// memoryModel trains on days from 20000 on.
 		{"nothing that old", store.AgeRule(20030, 1, 100, 0, 0), true},
 		{"rare and old", store.AgeRule(20030, 1, 10, 0, 0), false},
+		{"to a budget", store.PruneRule{MaxTokens: 1000}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.Prune(ctx, "", tc.rule)
@@ -253,11 +315,11 @@ func TestSealedPrune(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (want.Tokens == 0) != tc.sealed {
+			if (want.Tokens == 0) != tc.none {
 				t.Fatalf("the memory store pruned %+v", want)
 			}
-			if got != want || (s.section("") != nil) != tc.sealed {
-				t.Errorf("pruned %+v, sealed %v; the memory store pruned %+v, want sealed %v", got, s.section("") != nil, want, tc.sealed)
+			if got != want || s.section("") == nil {
+				t.Errorf("pruned %+v, sealed %v; the memory store pruned %+v", got, s.section("") != nil, want)
 			}
 			if dumpText(t, s, "") != dumpText(t, src, "") {
 				t.Error("the model differs from the memory store's")
@@ -266,5 +328,15 @@ func TestSealedPrune(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+	// Training after, over the tombstones.
+	op := storetest.Train("after", "ham", map[bow.Hash]uint32{1: 1, 2: 1})
+	for _, st := range []store.Store{s, src} {
+		if _, err := st.Apply(ctx, "", []store.Op{op}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dumpText(t, s, "") != dumpText(t, src, "") {
+		t.Error("after training: the model differs from the memory store's")
 	}
 }

@@ -381,44 +381,89 @@ func (s *Section) block(h uint64, blocks int) int {
 }
 
 // Scan calls f with each row in ascending hash order until f returns
-// false. It checks that hashes ascend, that each block starts at its index
-// entry's hash and that the row count is the directory's.
+// false, and returns what Iter's Err would.
 func (s *Section) Scan(f func(h uint64, row []byte) bool) error {
-	blocks := len(s.index) / entrySize
-	var n uint64
-	var last uint64
-	for b := range blocks {
-		first, off := s.entry(b)
-		end := uint64(len(s.data))
-		if b+1 < blocks {
-			_, end = s.entry(b + 1)
-		}
-		cur, p := first, s.data[off:end]
-		for i := 0; len(p) > 0; i++ {
-			row, next, gap, err := decodeRow(p)
-			if err != nil {
-				return err
-			}
-			switch {
-			case i == 0 && gap != 0, i > 0 && gap == 0, i >= blockRows, cur+gap < cur:
-				return corrupt("block %d: row %d out of order", b, i)
-			case b > 0 && i == 0 && cur <= last:
-				return corrupt("block %d out of order", b)
-			}
-			cur += gap
-			last = cur
-			n++
-			if !f(cur, row) {
-				return nil
-			}
-			p = next
+	it := s.Iter()
+	for it.Next() {
+		if !f(it.Hash(), it.Row()) {
+			return nil
 		}
 	}
-	if n != s.rows {
-		return corrupt("%d rows where the directory says %d", n, s.rows)
-	}
-	return nil
+	return it.Err()
 }
+
+// Iter returns an iterator over the section's rows in ascending hash
+// order.
+func (s *Section) Iter() *Iter { return &Iter{s: s, b: -1} }
+
+// Iter walks a section's rows. It checks that hashes ascend, that each
+// block starts at its index entry's hash and holds at most blockRows
+// rows, and that the rows are as many as the directory says.
+type Iter struct {
+	s    *Section
+	b    int    // the block
+	i    int    // the row in it
+	p    []byte // what is left of it
+	h    uint64
+	row  []byte
+	n    uint64
+	err  error
+	done bool
+}
+
+// Next moves to the next row, and reports whether there is one; at the
+// end or on an error, Err says which.
+func (it *Iter) Next() bool {
+	if it.done {
+		return false
+	}
+	s := it.s
+	blocks := len(s.index) / entrySize
+	for len(it.p) == 0 {
+		if it.b++; it.b >= blocks {
+			if it.n != s.rows {
+				return it.fail(corrupt("%d rows where the directory says %d", it.n, s.rows))
+			}
+			it.done = true
+			return false
+		}
+		first, off := s.entry(it.b)
+		end := uint64(len(s.data))
+		if it.b+1 < blocks {
+			_, end = s.entry(it.b + 1)
+		}
+		if it.b > 0 && first <= it.h {
+			return it.fail(corrupt("block %d out of order", it.b))
+		}
+		it.p, it.h, it.i = s.data[off:end], first, 0
+	}
+	row, next, gap, err := decodeRow(it.p)
+	if err != nil {
+		return it.fail(err)
+	}
+	if it.i == 0 && gap != 0 || it.i > 0 && gap == 0 || it.i >= blockRows || it.h+gap < it.h {
+		return it.fail(corrupt("block %d: row %d out of order", it.b, it.i))
+	}
+	it.h += gap
+	it.row, it.p = row, next
+	it.i++
+	it.n++
+	return true
+}
+
+func (it *Iter) fail(err error) bool {
+	it.err, it.done = err, true
+	return false
+}
+
+// Hash returns the current row's hash.
+func (it *Iter) Hash() uint64 { return it.h }
+
+// Row returns the current row: the file's bytes, not a copy.
+func (it *Iter) Row() []byte { return it.row }
+
+// Err returns what stopped the iterator short of the end, nil if nothing.
+func (it *Iter) Err() error { return it.err }
 
 func decodeRow(p []byte) (row, next []byte, gap uint64, err error) {
 	gap, p, err = uvarint(p)
