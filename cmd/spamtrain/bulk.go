@@ -21,10 +21,10 @@ func empty(ctx context.Context, st store.Store) (bool, error) {
 // bulkTrain trains sources for user into st, which holds no model, in one
 // piece: the model is learned in memory, exactly as it would be learned in
 // st (the same batches scored against the same model), then written whole:
-// by Badger's Load, as sorted tables straight into its tree, or else by
-// the store's Restore. Badger writes a whole model that way several times
-// faster than it applies it batch by batch, which inserts each distinct
-// feature of each batch into its memtable. The price is memory, 32 bytes
+// by Badger's Load, its rows as one sealed file beside Badger's tables, or
+// else by the store's Restore. A whole model is written that way several
+// times faster than applied batch by batch, which inserts each distinct
+// feature of each batch into Badger's memtable. The price is memory, 32 bytes
 // a distinct feature in a table kept between half and three quarters
 // full, and that an interrupted run leaves nothing trained rather than
 // what its finished batches trained.

@@ -532,11 +532,11 @@ func (s *Store) badgerOptions(dir string) badger.Options {
 	if o.InMemory {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	}
-	// Badger makes tables deeper in the tree larger, and sizes a bulk
-	// load's table builder for the deepest level: 64 MiB tables and a
-	// 128 MiB buffer, which was a third of a first training's peak
-	// memory. Tables of the base size at every level cost a model of
-	// tens of megabytes a few more files and nothing else.
+	// Badger makes tables deeper in the tree larger, and sizes a table
+	// builder for the level it writes: at the deepest, which Compact
+	// writes, 64 MiB tables and a 128 MiB buffer. Tables of the base
+	// size at every level cost a model of tens of megabytes a few more
+	// files and nothing else.
 	bo.TableSizeMultiplier = 1
 	return bo.
 		WithLogger(badgerLogger{o.Logger}).

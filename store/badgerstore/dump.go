@@ -229,8 +229,8 @@ type encoder struct {
 	// names gives the store's class list with names in it, registering
 	// them if need be.
 	names func([]string) (*classList, error)
-	// sorted says that records come in key order (as Dump gives them, and
-	// as a StreamWriter takes them): a duplicate is then one that does not
+	// sorted says that the rows and the seen records each come in key
+	// order, as Dump gives them: a duplicate is then one that does not
 	// ascend, where records in any order need a set of what came.
 	sorted bool
 
@@ -240,7 +240,8 @@ type encoder struct {
 	samples store.SampleSet
 	tokens  map[bow.Hash]struct{}
 	seen    map[store.Digest]struct{}
-	last    []byte // the key of the last row or seen record, when sorted
+	// The keys of the last row and of the last seen record, when sorted.
+	lastRow, lastSeen []byte
 	key     []byte
 	row     []uint64
 	buf     []byte
@@ -363,7 +364,7 @@ func (e *encoder) writeSamples() error {
 // once fails for a token row that came before.
 func (e *encoder) once(h bow.Hash) error {
 	if e.sorted {
-		if !e.ascends() {
+		if !e.ascends(&e.lastRow) {
 			return fmt.Errorf("%w: token %x out of order or twice", store.ErrInconsistent, h)
 		}
 		return nil
@@ -378,7 +379,7 @@ func (e *encoder) once(h bow.Hash) error {
 // onceSeen fails for a seen record that came before.
 func (e *encoder) onceSeen(d store.Digest) error {
 	if e.sorted {
-		if !e.ascends() {
+		if !e.ascends(&e.lastSeen) {
 			return fmt.Errorf("%w: message %x out of order or twice", store.ErrInconsistent, d)
 		}
 		return nil
@@ -390,13 +391,13 @@ func (e *encoder) onceSeen(d store.Digest) error {
 	return nil
 }
 
-// ascends reports whether e.key comes after the last key, in a sorted
-// run.
-func (e *encoder) ascends() bool {
-	if e.last != nil && bytes.Compare(e.key, e.last) <= 0 {
+// ascends reports whether e.key comes after *last, the last key of its
+// kind, in a sorted run, and makes it the last.
+func (e *encoder) ascends(last *[]byte) bool {
+	if *last != nil && bytes.Compare(e.key, *last) <= 0 {
 		return false
 	}
-	e.last = append(e.last[:0], e.key...)
+	*last = append((*last)[:0], e.key...)
 	return true
 }
 

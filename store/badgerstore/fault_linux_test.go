@@ -909,22 +909,19 @@ func TestFaultDiskFullDuringRestore(t *testing.T) {
 	t.Logf("faults %v", s.Health().Faults)
 }
 
-// fillingDump is a store whose Dump calls fill at the at-th token row of
-// its calls from the first'th on: Load's pass over the rows, where the
-// first calls, one per user, are its pass over the seen records.
+// fillingDump is a store whose Dump calls fill at the at-th token row it
+// hands out.
 type fillingDump struct {
 	store.Store
-	first, at int
-	fill      func()
-	calls     int
+	at   int
+	fill func()
+	rows int
 }
 
 func (f *fillingDump) Dump(ctx context.Context, user string, fn func(store.Record) error) error {
-	f.calls++
-	rows := 0
 	return f.Store.Dump(ctx, user, func(r store.Record) error {
-		if r.Counts != nil && f.calls >= f.first {
-			if rows++; rows == f.at && f.fill != nil {
+		if r.Counts != nil {
+			if f.rows++; f.rows == f.at && f.fill != nil {
 				f.fill()
 				f.fill = nil
 			}
@@ -947,7 +944,7 @@ func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
 	defer s.Close()
 	users := []string{"", "alice"}
 	var filler string
-	src := &fillingDump{Store: memoryModel(t, users, 400, 4), first: len(users) + 1, at: 2000, fill: func() { filler = fsfault.Fill(t, mnt, o.ReserveBytes+64<<10) }}
+	src := &fillingDump{Store: memoryModel(t, users, 400, 4), at: 2000, fill: func() { filler = fsfault.Fill(t, mnt, o.ReserveBytes+64<<10) }}
 	err := s.Load(ctx, src)
 	t.Logf("Load: %v", err)
 	if !errors.Is(err, store.ErrReadOnly) || filler == "" {

@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/ristretto/v2/z"
-
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/dump"
@@ -355,30 +351,3 @@ func TestLoadCrash(t *testing.T) {
 // crashLater is what TestLoadCrash trains after its load.
 var crashLater = storetest.Train("later", "ham", map[bow.Hash]uint32{1: 2, 77: 1})
 
-// TestAppendKV checks the hand-written encoding of a load's records
-// against Badger's own, for values of every length a varint length
-// changes at, and for none.
-func TestAppendKV(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		key, val int // lengths
-	}{
-		{"a token row", 10, 5},
-		{"no value", 12, 0},
-		{"a one-byte length", 10, 127},
-		{"a two-byte length", 200, 128},
-		{"a three-byte length", 40, 1 << 14},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			key, val := bytes.Repeat([]byte{'k'}, tc.key), bytes.Repeat([]byte{'v'}, tc.val)
-			want, got := z.NewBuffer(1<<10, "test"), z.NewBuffer(1<<10, "test")
-			defer want.Release()
-			defer got.Release()
-			badger.KVToBuffer(&pb.KV{Key: key, Value: val, Version: 1, StreamId: 1}, want)
-			appendKV(got, key, val)
-			if !bytes.Equal(got.Bytes(), want.Bytes()) {
-				t.Errorf("encoded\n%x\nwant\n%x", got.Bytes(), want.Bytes())
-			}
-		})
-	}
-}
