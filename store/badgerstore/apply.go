@@ -906,7 +906,7 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			// Over a sealed row, a tombstone; a key deleted would
 			// let the row show through.
 			if b.sec != nil {
-				if _, ok, _ := b.sec.Get(uint64(b.hashes[r])); ok {
+				if _, ok, _ := b.sec.Get(uint64(b.hashes[r]), nil); ok {
 					if err := set(key, nil); err != nil {
 						return nil, err
 					}

@@ -268,7 +268,7 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound) && kind == kindToken && sec != nil:
 			var ok bool
-			if v, ok, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:])); err != nil {
+			if v, ok, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil); err != nil {
 				return 0, fmt.Errorf("read key %x: %w: %w", key, store.ErrInconsistent, err)
 			}
 			if !ok {
@@ -310,7 +310,7 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 		// row show through.
 		tomb := false
 		if kind == kindToken && sec != nil {
-			_, tomb, _ = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]))
+			_, tomb, _ = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil)
 		}
 		if tomb {
 			err = txn.Set(key, nil)

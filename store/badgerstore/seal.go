@@ -355,7 +355,8 @@ func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f 
 // sealedRow reads sec's row of h into row, as load and resolveDays read
 // Badger's: it reports false if there is none.
 func sealedRow(sec *sealed.Section, h bow.Hash, row []uint64) ([]uint64, store.Day, bool, error) {
-	v, ok, err := sec.Get(uint64(h))
+	var buf [32]byte
+	v, ok, err := sec.Get(uint64(h), buf[:0])
 	if err != nil {
 		return row, 0, false, fmt.Errorf("%w: %w", store.ErrInconsistent, err)
 	}

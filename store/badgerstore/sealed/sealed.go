@@ -7,16 +7,22 @@
 // some 35 bytes for a row of 6, and a point read walks levels, filters
 // and block indexes. Here a row costs the gap from the previous hash as
 // a uvarint (7 bytes for a model of millions of evenly spread
-// hashes), its length and its bytes, and a read is a binary search over
-// one index of blocks of blockRows rows and a scan of one block.
+// hashes), one byte, and its bytes but for those it shares with the row
+// before it, and a read is a search of one index of blocks of blockRows
+// rows and a scan of one block.
 //
 // The file is
 //
 //	magic | each user's blocks | each user's block index | directory | footer
 //
-// A block's rows are uvarint(hash − previous hash), uvarint(len(row)),
-// row; the previous hash of a block's first row is the hash its index
-// entry holds, so its gap is 0. An index entry is the block's first hash
+// A block's rows are uvarint(hash − previous hash), a byte of how many
+// of the row's first bytes (up to maxShared) are the previous row's in the
+// block, in its top two bits, and of how many follow, in the others
+// (lenEscape: a uvarint of that follows), then the bytes that follow. A
+// model's rows start alike (the day they were last trained on, which a
+// first training gives them all), and the shared bytes are a seventh of
+// what a row would take. The previous hash of a block's first row is the
+// hash its index entry holds, so its gap is 0; it shares nothing. An index entry is the block's first hash
 // and its offset in the user's data, 12 bytes little-endian. The
 // directory lists the users in ascending order, each with its row count
 // and where its data and index are. The footer holds the offset of the
@@ -47,7 +53,9 @@ import (
 const blockRows = 16
 
 const (
-	magic      = "spamdsl1"
+	maxShared  = 3
+	lenEscape  = 63
+	magic      = "spamdsl2"
 	footerSize = 8 + 8 + 4 + 4 + len(magic)
 	entrySize  = 12
 )
@@ -73,6 +81,7 @@ type Writer struct {
 	last    uint64
 	index   [][]byte // each user's index, held until the data is written
 	inBlock int
+	prev    []byte // the row before, in the block
 	scratch []byte
 	err     error
 }
@@ -137,10 +146,21 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 		w.cur.blocks++
 		prev = h
 	}
+	shared := 0
+	if w.inBlock > 0 {
+		for shared < min(maxShared, len(w.prev), len(row)) && w.prev[shared] == row[shared] {
+			shared++
+		}
+	}
+	rest := row[shared:]
 	w.scratch = binary.AppendUvarint(w.scratch[:0], h-prev)
-	w.scratch = binary.AppendUvarint(w.scratch, uint64(len(row)))
+	w.scratch = append(w.scratch, byte(shared<<6|min(len(rest), lenEscape)))
+	if len(rest) >= lenEscape {
+		w.scratch = binary.AppendUvarint(w.scratch, uint64(len(rest)))
+	}
 	w.write(w.scratch, true)
-	w.write(row, true)
+	w.write(rest, true)
+	w.prev = append(w.prev[:0], row...)
 	w.last = h
 	w.cur.rows++
 	w.inBlock = (w.inBlock + 1) % blockRows
@@ -315,31 +335,80 @@ func (s *Section) entry(b int) (h, off uint64) {
 	return binary.LittleEndian.Uint64(e), uint64(binary.LittleEndian.Uint32(e[8:]))
 }
 
-// Get returns the row of h, and whether there is one. The row is the
-// file's bytes, not a copy.
-func (s *Section) Get(h uint64) ([]byte, bool, error) {
+// Get appends the row of h to dst and returns it, and whether there is
+// one.
+func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
 	blocks := len(s.index) / entrySize
 	b := s.block(h, blocks)
 	if b < 0 {
-		return nil, false, nil
+		return dst, false, nil
 	}
 	first, off := s.entry(b)
 	end := uint64(len(s.data))
 	if b+1 < blocks {
 		_, end = s.entry(b + 1)
 	}
-	cur, p := first, s.data[off:end]
-	for len(p) > 0 {
-		row, next, gap, err := decodeRow(p)
+	c := cursor{h: first, p: s.data[off:end]}
+	for len(c.p) > 0 {
+		rest, shared, err := c.next()
 		if err != nil {
-			return nil, false, err
+			return dst, false, err
 		}
-		if cur += gap; cur >= h {
-			return row, cur == h, nil
+		if c.h >= h {
+			if c.h != h {
+				return dst, false, nil
+			}
+			return append(append(dst, c.prev[:shared]...), rest...), true, nil
 		}
-		p = next
 	}
-	return nil, false, nil
+	return dst, false, nil
+}
+
+// cursor reads a block's rows.
+type cursor struct {
+	p     []byte // what is left of the block
+	h     uint64 // the hash of the row read last
+	i     int    // the rows read
+	head  [maxShared]byte
+	nhead int // the first bytes of the row read last, up to maxShared
+	prev  [maxShared]byte
+}
+
+// next reads the next row: its hash into c.h, and the bytes that follow
+// the shared ones, which are in c.prev. It checks that hashes ascend, and
+// that the block's first row shares nothing and has the index's hash.
+func (c *cursor) next() (rest []byte, shared int, err error) {
+	gap, p, err := uvarint(c.p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(p) == 0 {
+		return nil, 0, corrupt("row cut short")
+	}
+	shared, n := int(p[0]>>6), uint64(p[0]&lenEscape)
+	p = p[1:]
+	if n == lenEscape {
+		if n, p, err = uvarint(p); err != nil {
+			return nil, 0, err
+		}
+	}
+	switch {
+	case n > uint64(len(p)):
+		return nil, 0, corrupt("row past its block")
+	case shared > c.nhead:
+		return nil, 0, corrupt("row shares more than the row before has")
+	case c.i == 0 && gap != 0, c.i > 0 && gap == 0, c.i >= blockRows, c.h+gap < c.h:
+		return nil, 0, corrupt("row %d of a block out of order", c.i)
+	}
+	rest, c.p = p[:n:n], p[n:]
+	c.h += gap
+	c.i++
+	c.prev = c.head
+	for j := shared; j < maxShared && j-shared < len(rest); j++ {
+		c.head[j] = rest[j-shared]
+	}
+	c.nhead = min(maxShared, shared+len(rest))
+	return rest, shared, nil
 }
 
 // block returns the last block whose first hash is h or below, -1 if
@@ -381,7 +450,8 @@ func (s *Section) block(h uint64, blocks int) int {
 }
 
 // Scan calls f with each row in ascending hash order until f returns
-// false, and returns what Iter's Err would.
+// false, and returns what Iter's Err would. A row is f's only until f
+// returns.
 func (s *Section) Scan(f func(h uint64, row []byte) bool) error {
 	it := s.Iter()
 	for it.Next() {
@@ -396,15 +466,13 @@ func (s *Section) Scan(f func(h uint64, row []byte) bool) error {
 // order.
 func (s *Section) Iter() *Iter { return &Iter{s: s, b: -1} }
 
-// Iter walks a section's rows. It checks that hashes ascend, that each
-// block starts at its index entry's hash and holds at most blockRows
-// rows, and that the rows are as many as the directory says.
+// Iter walks a section's rows. It checks what a cursor checks, that each
+// block's first hash is past the last of the block before, and that the
+// rows are as many as the directory says.
 type Iter struct {
 	s    *Section
-	b    int    // the block
-	i    int    // the row in it
-	p    []byte // what is left of it
-	h    uint64
+	b    int // the block
+	c    cursor
 	row  []byte
 	n    uint64
 	err  error
@@ -419,7 +487,7 @@ func (it *Iter) Next() bool {
 	}
 	s := it.s
 	blocks := len(s.index) / entrySize
-	for len(it.p) == 0 {
+	for len(it.c.p) == 0 {
 		if it.b++; it.b >= blocks {
 			if it.n != s.rows {
 				return it.fail(corrupt("%d rows where the directory says %d", it.n, s.rows))
@@ -432,21 +500,16 @@ func (it *Iter) Next() bool {
 		if it.b+1 < blocks {
 			_, end = s.entry(it.b + 1)
 		}
-		if it.b > 0 && first <= it.h {
+		if it.b > 0 && first <= it.c.h {
 			return it.fail(corrupt("block %d out of order", it.b))
 		}
-		it.p, it.h, it.i = s.data[off:end], first, 0
+		it.c = cursor{h: first, p: s.data[off:end]}
 	}
-	row, next, gap, err := decodeRow(it.p)
+	rest, shared, err := it.c.next()
 	if err != nil {
 		return it.fail(err)
 	}
-	if it.i == 0 && gap != 0 || it.i > 0 && gap == 0 || it.i >= blockRows || it.h+gap < it.h {
-		return it.fail(corrupt("block %d: row %d out of order", it.b, it.i))
-	}
-	it.h += gap
-	it.row, it.p = row, next
-	it.i++
+	it.row = append(append(it.row[:0], it.c.prev[:shared]...), rest...)
 	it.n++
 	return true
 }
@@ -457,28 +520,13 @@ func (it *Iter) fail(err error) bool {
 }
 
 // Hash returns the current row's hash.
-func (it *Iter) Hash() uint64 { return it.h }
+func (it *Iter) Hash() uint64 { return it.c.h }
 
-// Row returns the current row: the file's bytes, not a copy.
+// Row returns the current row, which is the Iter's until Next.
 func (it *Iter) Row() []byte { return it.row }
 
 // Err returns what stopped the iterator short of the end, nil if nothing.
 func (it *Iter) Err() error { return it.err }
-
-func decodeRow(p []byte) (row, next []byte, gap uint64, err error) {
-	gap, p, err = uvarint(p)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	l, p, err := uvarint(p)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if l > uint64(len(p)) {
-		return nil, nil, 0, corrupt("row past its block")
-	}
-	return p[:l:l], p[l:], gap, nil
-}
 
 func uvarint(b []byte) (uint64, []byte, error) {
 	v, n := binary.Uvarint(b)
