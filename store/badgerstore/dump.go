@@ -242,9 +242,9 @@ type encoder struct {
 	seen    map[store.Digest]struct{}
 	// The keys of the last row and of the last seen record, when sorted.
 	lastRow, lastSeen []byte
-	key     []byte
-	row     []uint64
-	buf     []byte
+	key               []byte
+	row               []uint64
+	buf               []byte
 }
 
 // add encodes record r.

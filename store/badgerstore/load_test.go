@@ -350,4 +350,3 @@ func TestLoadCrash(t *testing.T) {
 
 // crashLater is what TestLoadCrash trains after its load.
 var crashLater = storetest.Train("later", "ham", map[bow.Hash]uint32{1: 2, 77: 1})
-
