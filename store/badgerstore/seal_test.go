@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -338,5 +339,61 @@ func TestSealedPrune(t *testing.T) {
 	}
 	if dumpText(t, s, "") != dumpText(t, src, "") {
 		t.Error("after training: the model differs from the memory store's")
+	}
+}
+
+// BenchmarkLookupSealed looks up messages' worth of tokens, half of them in the
+// model, without the cache, in a model of 500,000 rows: sealed, as a
+// first training loads it, and in Badger, as training message by message
+// leaves it. It reports the time of a token's lookup.
+func BenchmarkLookupSealed(b *testing.B) {
+	ctx := context.Background()
+	const rows, perMessage = 500_000, 300
+	rng := rand.New(rand.NewPCG(1, 2))
+	bag := make(map[bow.Hash]uint32, rows)
+	stored := make([]bow.Hash, 0, rows)
+	for len(bag) < rows {
+		h := bow.Hash(rng.Uint64())
+		bag[h] = 1 + rng.Uint32N(3)
+		stored = append(stored, h)
+	}
+	model := func() *store.Memory {
+		m := store.NewMemory()
+		if _, err := m.Apply(ctx, "", []store.Op{storetest.Train("all", "spam", bag), storetest.Train("none", "ham", map[bow.Hash]uint32{1: 1})}); err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	sealed := open(b, b.TempDir(), Options{CacheBytes: -1})
+	defer sealed.Close()
+	if err := sealed.Load(ctx, store.Draining(model())); err != nil {
+		b.Fatal(err)
+	}
+	inBadger := open(b, b.TempDir(), Options{CacheBytes: -1})
+	defer inBadger.Close()
+	if err := store.Copy(ctx, inBadger, model(), ""); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inBadger.Compact(ctx); err != nil {
+		b.Fatal(err)
+	}
+	messages := make([][]bow.Hash, 64)
+	for i := range messages {
+		for range perMessage / 2 {
+			messages[i] = append(messages[i], stored[rng.IntN(rows)], bow.Hash(rng.Uint64()))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		s    *Store
+	}{{"sealed", sealed}, {"badger", inBadger}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := range b.N {
+				if _, err := tc.s.Lookup(ctx, "", messages[i%len(messages)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perMessage), "ns/token")
+		})
 	}
 }
