@@ -51,7 +51,7 @@
 // are not Badger keys but one file beside Badger's, sealed-rows (package
 // sealed): each user's rows sorted by hash, as a row above, each behind
 // the gap from the hash before it. The file is mapped and searched in
-// place. A row takes some 15 bytes there, where Badger's tables took 35
+// place. A row takes some 13 bytes there, where Badger's tables took 35
 // with its key, version and indexes, and a read is a search of one sorted
 // array. Badger's "T" keys of a sealed user lie over the file: a key is
 // the row, and a key with an empty value, which no row encodes to, a
@@ -1206,7 +1206,7 @@ func (s *Store) Size() (lsm, vlog int64) {
 // it is an estimate of the model's share of the store's files, not of
 // what deleting it would free. Sealed rows count as the keys and values
 // they are in Badger once trained, though the sealed file holds them in
-// some 15 bytes each. A model being restored or deleted, which readers do
+// some 13 bytes each. A model being restored or deleted, which readers do
 // not see, has size 0.
 func (s *Store) UserSize(ctx context.Context, user string) (_ int64, err error) {
 	defer s.recoverFault(&err, "user size")

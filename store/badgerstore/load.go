@@ -33,7 +33,7 @@ var ErrNotEmpty = errors.New("the store holds a model")
 // twice: each model the load reaches is gone from src after, whether the
 // load then succeeds or not.
 //
-// A load is all or nothing, across a crash too: before it drops anything
+// A load is all or nothing, across a crash too: before it writes anything
 // it writes loadMarker, which it removes once the model is whole, and Open
 // drops everything in a store that still has the marker. Load holds the
 // store to itself while it runs: every other call waits for it.

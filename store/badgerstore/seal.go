@@ -20,7 +20,7 @@ import (
 
 // A Load writes the token rows of the models it loads not into Badger but
 // into one sealed file beside it (package sealed), which the store maps
-// and reads in place: a row there takes some 15 bytes where Badger's
+// and reads in place: a row there takes some 13 bytes where Badger's
 // tables took 35, and a read is a search of one array where Badger's
 // walks its levels. The seen records, samples and totals stay in Badger.
 //
