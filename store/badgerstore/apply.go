@@ -214,7 +214,7 @@ type batch struct {
 	width    int // values in a row: a count and a weight per class
 
 	// rtxn reads what is not in the overlay. A single snapshot serves
-	// the whole call: only Apply writes, under s.wmu, and what this call
+	// the whole call: only the holder of s.wmu writes, and what this call
 	// wrote is in the overlay.
 	rtxn *badger.Txn
 	// wtxn is the transaction the next commit writes. Badger's
@@ -906,7 +906,11 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			// Over a sealed row, a tombstone; a key deleted would
 			// let the row show through.
 			if b.sec != nil {
-				if _, ok, _ := b.sec.Get(uint64(b.hashes[r]), nil); ok {
+				_, ok, err := b.sec.Get(uint64(b.hashes[r]), nil)
+				if err != nil {
+					return nil, fmt.Errorf("token %x: %w: %w", b.hashes[r], store.ErrInconsistent, err)
+				}
+				if ok {
 					if err := set(key, nil); err != nil {
 						return nil, err
 					}
@@ -1065,8 +1069,11 @@ func (b *batch) wait() (int, error) {
 	}
 	if err != nil {
 		// What a failed commit left in Badger is not known: the cache
-		// must not answer for it, least of all as a whole model.
+		// must not answer for it, least of all as a whole model, nor
+		// the presence filter, which would send a read of a key it
+		// may have written to the sealed row under it.
 		b.s.cache.forget(b.user)
+		b.s.present.drop(b.user)
 		if serr := b.s.writeFailed(err); serr != nil {
 			return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w (%w)", f.first, f.end-1, err, serr)
 		}

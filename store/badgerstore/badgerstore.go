@@ -107,11 +107,10 @@
 // whole prune, and each is atomic like an op.
 //
 // Load writes a whole model into a store that holds none, the first
-// training of a new store: it hands Badger every key sorted, and Badger
-// writes them as tables straight into the bottom of its tree, with no
-// memtable, write-ahead log or compaction. It is all or nothing through a
-// marker file: written before Load drops anything, removed once the model
-// is whole; Open empties a store that still has it.
+// training of a new store: its token rows into the sealed file (below),
+// the rest into Badger in a write batch. It is all or nothing through a
+// marker file: written before Load writes anything, removed once the
+// model is whole; Open empties a store that still has it.
 //
 // SyncWrites is off by default, and that is safe against the process
 // being killed at any instant (kill -9, OOM killer, a crash): before
@@ -386,10 +385,9 @@ type Store struct {
 	upgraded store.Day
 	present  *presence // guarded by wmu
 	// sealed is the sealed file of token rows a Load wrote (seal.go), nil
-	// if none. A replaced one is retired, still mapped for the readers
-	// that may be in it, until Close; retired is guarded by wmu.
-	sealed  atomic.Pointer[sealedRows]
-	retired []*sealedRows
+	// if none; it is replaced by another file only with s.life held
+	// exclusively, and by a copy with a user made void under s.wmu.
+	sealed atomic.Pointer[sealedRows]
 	// over holds, for users whose rows are sealed, whether Badger may
 	// hold token keys of theirs (overlaid).
 	overMu sync.Mutex
@@ -561,7 +559,7 @@ func (s *Store) badgerOptions(dir string) badger.Options {
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
 		WithNumVersionsToKeep(1).
-		// wmu already makes Apply the only writer.
+		// wmu already makes its holder the only writer.
 		WithDetectConflicts(false).
 		// Badger's metrics are process-wide expvars; Size reads the
 		// directory instead.

@@ -35,8 +35,9 @@ const defaultFlushWait = 5 * time.Second
 //  3. The value log is garbage-collected until no file is worth
 //     rewriting; the store keeps few values there.
 //
-// DeleteUser needs none of this: Badger's DropPrefix drops the model's
-// tables at once.
+// DeleteUser needs none of this for Badger's keys: its DropPrefix drops
+// them at once. A deleted model's sealed rows (seal.go) are given back in
+// step 1, which rewrites the sealed file without them.
 //
 // Writers wait while it runs, readers only during step 1, for as long as
 // Badger takes to close and open (well under a second). Step 1 needs
@@ -148,6 +149,11 @@ func (s *Store) flush(ctx context.Context, c *store.Compaction) error {
 	// filters still hold.
 	s.db = db
 	c.Flushed = true
+	// With the store to itself, the sealed file can be rewritten
+	// without the sections of deleted models and the old one unmapped.
+	if err := s.reseal(); err != nil {
+		return fmt.Errorf("drop deleted models' sealed rows: %w", s.writeError(err))
+	}
 	return nil
 }
 

@@ -484,12 +484,12 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (err error) {
 	return nil
 }
 
-// dropUser deletes user's sealed rows and every key of user's model, then
-// the busy mark.
+// dropUser makes user's sealed rows void and deletes every key of user's
+// model, then the busy mark.
 // Badger's DropPrefix holds writes back while it runs, which Apply,
 // waiting for wmu, does anyway.
 func (s *Store) dropUser(user string) error {
-	if err := s.unseal(user); err != nil {
+	if err := s.void(user); err != nil {
 		return err
 	}
 	s.overlay(user)

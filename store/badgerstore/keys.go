@@ -28,6 +28,9 @@ const (
 	// marked and drops a restore, so that either leaves a whole model or
 	// none.
 	kindBusy = 'x'
+	// kindVoid marks a user whose rows in the sealed file are void, a
+	// deleted model's: "v" user 0x00, no value (seal.go).
+	kindVoid = 'v'
 	// kindTokenV1 held a token's counts in schema 1 (decodeCountsV1).
 	// Only converting a store of an older schema and Check still read
 	// the kinds of older schemas; a value of any schema is found under

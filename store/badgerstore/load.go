@@ -86,6 +86,10 @@ func (s *Store) Load(ctx context.Context, src store.Store) (err error) {
 			err = errors.Join(err, s.unload())
 		}
 	}()
+	// Void keys name sections of the file this load replaces.
+	if err := s.dropVoid(); err != nil {
+		return fmt.Errorf("load: %w", s.writeError(err))
+	}
 	rows, err := s.createSealed()
 	if err != nil {
 		return fmt.Errorf("load: sealed rows: %w", s.writeError(err))
@@ -270,10 +274,11 @@ func (s *Store) dropSealed() error {
 	return syncDir(s.dir)
 }
 
-// hasAnyModel reports whether the store has sealed rows, or any user a
-// key of a model or one that a restore or delete is writing.
+// hasAnyModel reports whether the store has sealed rows that are not
+// void, or any user a key of a model or one that a restore or delete is
+// writing.
 func (s *Store) hasAnyModel() (bool, error) {
-	found := s.sealed.Load() != nil
+	found := s.sealed.Load().live()
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, kind := range slices.Concat(userKinds, oldKinds, []byte{kindBusy}) {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})

@@ -21,10 +21,13 @@ import (
 // has asked Badger about more of them than an eighth of the vocabulary,
 // the point where the scan (under a microsecond a key) costs less than the
 // reads it saves (several microseconds each). A user trained from empty
-// gets one at once, for free. From then on every commit adds the tokens it
-// writes; tokens deleted stay in, as false positives, which only cost a
-// Badger read. This relies on Apply being the only writer of token keys,
-// which s.wmu guarantees; it is guarded by s.wmu too.
+// gets one at once, for free, and so does a user whose rows are sealed
+// (seal.go), whose filter holds only the keys over the sealed file. From
+// then on every commit of Apply and of Prune adds the tokens it writes or
+// deletes: a deleted one stays in, as a false positive, which only costs
+// a Badger read, and over a sealed row a deletion is a tombstone key,
+// which must be in. This relies on Apply and Prune being the only writers
+// of token keys, both under s.wmu, which guards the filters too.
 //
 // Filters live as long as the Store, within a bound of memory
 // (maxPresenceBytes for a Store), beyond which other users' filters are

@@ -310,7 +310,9 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 		// row show through.
 		tomb := false
 		if kind == kindToken && sec != nil {
-			_, tomb, _ = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil)
+			if _, tomb, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil); err != nil {
+				return 0, fmt.Errorf("read key %x: %w: %w", key, store.ErrInconsistent, err)
+			}
 		}
 		if tomb {
 			err = txn.Set(key, nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -33,21 +34,48 @@ import (
 // row it takes to zero becomes a tombstone where the file has one, so
 // that nothing but Badger's own commits is needed for a crash to leave
 // every message counted whole or not at all. Deleting a model (DeleteUser,
-// a failed Restore, a busy mark found by Open) replaces the file with one
-// without the user's section, under the model's busy mark, before
-// Badger's keys of the user go. A replacement is written to sealedTemp
-// and renamed over sealedName, so that the directory holds one or the
-// other, whole.
+// a failed Restore, a busy mark found by Open) writes a void key for the
+// user into Badger (kindVoid), under the model's busy mark, before the
+// user's keys go: from then on the user's section is no model's rows.
+// Compact rewrites the file without void sections, with the store to
+// itself, and then deletes the void keys; a crash between the two leaves
+// void keys of users the file no longer has, which mean nothing. A
+// rewrite is written to sealedTemp and renamed over sealedName, so that
+// the directory holds one or the other, whole.
 const (
 	sealedName = "sealed-rows"
 	sealedTemp = sealedName + ".new"
 )
 
 // sealedRows is the sealed file a store reads: mapped, or held in memory
-// by an in-memory store.
+// by an in-memory store; and the users whose sections are void. A user
+// made void replaces it with a copy, whose void map is new and whose
+// file and unmap are the same: only the last is released.
 type sealedRows struct {
 	file  *sealed.File
 	unmap func() error // nil for one in memory
+	void  map[string]bool
+}
+
+// section returns user's section, nil if none or void.
+func (r *sealedRows) section(user string) *sealed.Section {
+	if r == nil || r.void[user] {
+		return nil
+	}
+	return r.file.Section(user)
+}
+
+// live reports whether any section is not void.
+func (r *sealedRows) live() bool {
+	if r == nil {
+		return false
+	}
+	for _, u := range r.file.Users() {
+		if !r.void[u] {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *sealedRows) release() error {
@@ -57,23 +85,25 @@ func (r *sealedRows) release() error {
 	return r.unmap()
 }
 
-// releaseAll unmaps the sealed file and those it replaced; s.life is
-// held exclusively, or the store is not open yet.
-func (s *Store) releaseAll() error {
-	err := s.sealed.Swap(nil).release()
-	for _, r := range s.retired {
-		err = errors.Join(err, r.release())
-	}
-	s.retired = nil
-	return err
-}
+// releaseAll unmaps the sealed file; s.life is held exclusively, or the
+// store is not open yet.
+func (s *Store) releaseAll() error { return s.sealed.Swap(nil).release() }
 
-// section returns user's section of the sealed file, nil if it has none.
-func (s *Store) section(user string) *sealed.Section {
-	if r := s.sealed.Load(); r != nil {
-		return r.file.Section(user)
+// section returns user's section of the sealed file, nil if it has none
+// or it is void.
+func (s *Store) section(user string) *sealed.Section { return s.sealed.Load().section(user) }
+
+// sectionAt is section as txn sees it: nil also where txn has the user's
+// void key, which a delete after txn began may have written since.
+func (s *Store) sectionAt(txn *badger.Txn, user string) *sealed.Section {
+	sec := s.section(user)
+	if sec == nil {
+		return nil
 	}
-	return nil
+	if _, err := txn.Get(userPrefix(kindVoid, user)); err == nil {
+		return nil
+	}
+	return sec
 }
 
 // openSealed maps the sealed file, if the directory has one, dropping a
@@ -94,6 +124,16 @@ func (s *Store) openSealed() error {
 	r, err := mapSealed(path)
 	if err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
+	}
+	err = s.db.View(func(txn *badger.Txn) error {
+		users, err := usersOf(context.Background(), txn, kindVoid)
+		for _, u := range users {
+			r.void[u] = true
+		}
+		return err
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("sealed rows: void users: %w", err), r.release())
 	}
 	s.sealed.Store(r)
 	return nil
@@ -121,7 +161,7 @@ func mapSealed(path string) (*sealedRows, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %s: %w", store.ErrInconsistent, path, err), unix.Munmap(data))
 	}
-	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }}, nil
+	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }, void: map[string]bool{}}, nil
 }
 
 // sealedWrite is a sealed file being written.
@@ -206,7 +246,7 @@ func (w *sealedWrite) commit() (old *sealedRows, err error) {
 		if err != nil {
 			return nil, err
 		}
-		r = &sealedRows{file: file}
+		r = &sealedRows{file: file, void: map[string]bool{}}
 	default:
 		if err := errors.Join(w.f.Sync(), w.f.Close()); err != nil {
 			_ = os.Remove(w.f.Name())
@@ -227,12 +267,29 @@ func (w *sealedWrite) commit() (old *sealedRows, err error) {
 	return s.sealed.Swap(r), nil
 }
 
-// unseal replaces the sealed file with one without user's section, if it
-// has one. What it replaces stays mapped until Close, for readers that
-// may still be in it. The caller holds s.wmu.
-func (s *Store) unseal(user string) error {
+// void makes user's section void, if the file has one that is not: it
+// writes the user's void key, then shows readers the file without the
+// section. The caller holds s.wmu.
+func (s *Store) void(user string) error {
 	cur := s.sealed.Load()
-	if cur == nil || cur.file.Section(user) == nil {
+	if cur.section(user) == nil {
+		return nil
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(userPrefix(kindVoid, user), nil) }); err != nil {
+		return err
+	}
+	next := &sealedRows{file: cur.file, unmap: cur.unmap, void: maps.Clone(cur.void)}
+	next.void[user] = true
+	s.sealed.Store(next)
+	return nil
+}
+
+// reseal rewrites the sealed file without its void sections, if it has
+// any, and then deletes the void keys. s.life and s.wmu are held
+// exclusively: the file it replaces is unmapped at once.
+func (s *Store) reseal() error {
+	cur := s.sealed.Load()
+	if cur == nil || len(cur.void) == 0 {
 		return nil
 	}
 	w, err := s.createSealed()
@@ -240,7 +297,7 @@ func (s *Store) unseal(user string) error {
 		return fmt.Errorf("sealed rows: %w", err)
 	}
 	for _, u := range cur.file.Users() {
-		if u == user {
+		if cur.void[u] {
 			continue
 		}
 		var aerr error
@@ -257,8 +314,21 @@ func (s *Store) unseal(user string) error {
 	if err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
 	}
-	s.retired = append(s.retired, old)
-	return nil
+	if err := old.release(); err != nil {
+		return fmt.Errorf("sealed rows: %w", err)
+	}
+	return s.dropVoid()
+}
+
+// dropVoid deletes every void key.
+func (s *Store) dropVoid() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		users, err := usersOf(context.Background(), txn, kindVoid)
+		for _, u := range users {
+			err = errors.Join(err, txn.Delete(userPrefix(kindVoid, u)))
+		}
+		return err
+	})
 }
 
 // overlaid reports whether Badger may hold token keys of user, a user
@@ -310,7 +380,7 @@ func (s *Store) overlay(user string) {
 // passed as it is, for the caller to report.
 func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f func(key, v []byte) bool) error {
 	prefix := userPrefix(kindToken, user)
-	sec := s.section(user)
+	sec := s.sectionAt(txn, user)
 	if sec == nil {
 		return scan(ctx, txn, prefix, f)
 	}
@@ -318,7 +388,15 @@ func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f 
 	more := it.Next()
 	key := appendTokenKey(nil, user, 0)
 	stopped := false
+	var cerr error
+	n := 0
 	fromFile := func() {
+		if n++; n%4096 == 0 {
+			if cerr = ctx.Err(); cerr != nil {
+				stopped = true
+				return
+			}
+		}
 		binary.BigEndian.PutUint64(key[len(prefix):], it.Hash())
 		stopped = !f(key, it.Row())
 		more = it.Next()
@@ -340,12 +418,10 @@ func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f 
 		}
 		return !stopped
 	})
-	for n := 0; err == nil && more && !stopped; n++ {
-		if n%4096 == 0 {
-			err = ctx.Err()
-		}
+	for err == nil && more && !stopped {
 		fromFile()
 	}
+	err = errors.Join(err, cerr)
 	if it.Err() != nil {
 		err = errors.Join(err, fmt.Errorf("%w: %w", store.ErrInconsistent, it.Err()))
 	}

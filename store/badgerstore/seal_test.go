@@ -151,15 +151,105 @@ func TestSealed(t *testing.T) {
 	}
 	check("after training over the tombstones")
 
-	// The last sealed users deleted, the file goes.
+	// Every model deleted, their sections are void, across a reopen;
+	// Compact drops the file and the void keys.
 	for _, u := range users {
 		if err := s.DeleteUser(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, sealedName)); !errors.Is(err, os.ErrNotExist) || s.sealed.Load() != nil {
-		t.Errorf("the sealed file with no rows left: %v", err)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	for _, u := range users {
+		if s.section(u) != nil || lookup(t, s, u, probe) != lookup(t, store.NewMemory(), u, probe) {
+			t.Errorf("%q's deleted model still has sealed rows", u)
+		}
+	}
+	if has, err := s.hasAnyModel(); has || err != nil {
+		t.Errorf("a store of deleted models holds a model: %v", err)
+	}
+	if _, err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedName)); !errors.Is(err, os.ErrNotExist) || s.sealed.Load() != nil {
+		t.Errorf("the sealed file with no rows left after a compaction: %v", err)
+	}
+	if n := countKeys(t, s, kindVoid); n != 0 {
+		t.Errorf("%d void keys left after a compaction", n)
+	}
+}
+
+// TestSealedDeleteAndLoad deletes one of two sealed models, and then, with
+// the void key still there, the other, and loads a new model of the same
+// users: the void keys of the old file do not hide the new one's rows.
+// Compact with one model deleted keeps the other's.
+func TestSealedDeleteAndLoad(t *testing.T) {
+	ctx := context.Background()
+	users := []string{"", "alice"}
+	s, src, dir := loaded(t, users)
+	if err := s.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.section("") == nil || s.sealed.Load().file.Section("alice") != nil || countKeys(t, s, kindVoid) != 0 {
+		t.Error("after a compaction: \"\" not sealed, or alice's rows or void key kept")
+	}
+	for _, u := range users {
+		if dumpText(t, s, u) != dumpText(t, src, u) {
+			t.Errorf("after a compaction: model %q differs", u)
+		}
+	}
+	if err := s.DeleteUser(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if countKeys(t, s, kindVoid) != 1 {
+		t.Fatal("no void key")
+	}
+	if err := s.Load(ctx, memoryModel(t, users, 50, 5)); err != nil {
+		t.Fatal(err)
+	}
+	want := memoryModel(t, users, 50, 5)
+	for _, u := range users {
+		if s.section(u) == nil || dumpText(t, s, u) != dumpText(t, want, u) {
+			t.Errorf("model %q after loading over a deleted one: sealed %v", u, s.section(u) != nil)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	for _, u := range users {
+		if dumpText(t, s, u) != dumpText(t, want, u) {
+			t.Errorf("model %q after reopening differs", u)
+		}
+	}
+}
+
+// countKeys counts the store's keys of kind.
+func countKeys(t *testing.T, s *Store, kind byte) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // lookup returns user's rows of hashes in s, printed.

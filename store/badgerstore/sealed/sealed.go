@@ -22,8 +22,9 @@
 // model's rows start alike (the day they were last trained on, which a
 // first training gives them all), and the shared bytes are a seventh of
 // what a row would take. The previous hash of a block's first row is the
-// hash its index entry holds, so its gap is 0; it shares nothing. An index entry is the block's first hash
-// and its offset in the user's data, 12 bytes little-endian. The
+// hash its index entry holds, so its gap is 0; it shares nothing. An
+// index entry is the block's first hash and its offset in the user's
+// data, 12 bytes little-endian. The
 // directory lists the users in ascending order, each with its row count
 // and where its data and index are. The footer holds the offset of the
 // index region, the directory's offset, a CRC-32C of the rows and one of
@@ -131,18 +132,16 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	case h <= w.last:
 		return fmt.Errorf("sealed: user %q: hash %016x after %016x", user, h, w.last)
 	}
-	if len(row) > math.MaxUint32 {
-		return fmt.Errorf("sealed: row of %d bytes", len(row))
+	// Open takes no user's rows past 4 GiB: refuse them here, before
+	// the file is whole.
+	if w.off-w.cur.dataOff+uint64(len(row))+2*binary.MaxVarintLen64 > math.MaxUint32 {
+		return fmt.Errorf("sealed: user %q: over 4 GiB of rows", user)
 	}
 	prev := w.last
 	if w.inBlock == 0 {
-		rel := w.off - w.cur.dataOff
-		if rel > math.MaxUint32 {
-			return fmt.Errorf("sealed: user %q: over 4 GiB of rows", user)
-		}
 		i := len(w.index) - 1
 		w.index[i] = binary.LittleEndian.AppendUint64(w.index[i], h)
-		w.index[i] = binary.LittleEndian.AppendUint32(w.index[i], uint32(rel))
+		w.index[i] = binary.LittleEndian.AppendUint32(w.index[i], uint32(w.off-w.cur.dataOff))
 		w.cur.blocks++
 		prev = h
 	}
@@ -326,9 +325,6 @@ func (f *File) Bytes() []byte { return f.data }
 
 // Rows returns the number of rows.
 func (s *Section) Rows() uint64 { return s.rows }
-
-// Bytes returns the bytes the rows and their index take.
-func (s *Section) Bytes() int64 { return int64(len(s.data) + len(s.index)) }
 
 func (s *Section) entry(b int) (h, off uint64) {
 	e := s.index[b*entrySize:]
