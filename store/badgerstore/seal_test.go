@@ -45,19 +45,7 @@ var lone = map[bow.Hash]uint32{1 << 60: 1, 1<<60 + 1: 2}
 // tokenKeys counts user's token keys in Badger.
 func tokenKeys(t *testing.T, s *Store, user string) int {
 	t.Helper()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kindToken, user)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countKeys(t, s, userPrefix(kindToken, user))
 }
 
 // TestSealed follows a loaded store's sealed rows: a load writes them to
@@ -177,7 +165,7 @@ func TestSealed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, sealedName)); !errors.Is(err, os.ErrNotExist) || s.sealed.Load() != nil {
 		t.Errorf("the sealed file with no rows left after a compaction: %v", err)
 	}
-	if n := countKeys(t, s, kindVoid); n != 0 {
+	if n := countKeys(t, s, []byte{kindVoid}); n != 0 {
 		t.Errorf("%d void keys left after a compaction", n)
 	}
 }
@@ -199,7 +187,7 @@ func TestSealedDeleteAndLoad(t *testing.T) {
 	if _, err := s.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s.section("") == nil || s.sealed.Load().file.Section("alice") != nil || countKeys(t, s, kindVoid) != 0 {
+	if s.section("") == nil || s.sealed.Load().file.Section("alice") != nil || countKeys(t, s, []byte{kindVoid}) != 0 {
 		t.Error("after a compaction: \"\" not sealed, or alice's rows or void key kept")
 	}
 	for _, u := range users {
@@ -210,7 +198,7 @@ func TestSealedDeleteAndLoad(t *testing.T) {
 	if err := s.DeleteUser(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if countKeys(t, s, kindVoid) != 1 {
+	if countKeys(t, s, []byte{kindVoid}) != 1 {
 		t.Fatal("no void key")
 	}
 	if err := s.Load(ctx, memoryModel(t, users, 50, 5)); err != nil {
@@ -234,12 +222,12 @@ func TestSealedDeleteAndLoad(t *testing.T) {
 	}
 }
 
-// countKeys counts the store's keys of kind.
-func countKeys(t *testing.T, s *Store, kind byte) int {
+// countKeys counts the store's keys that start with prefix.
+func countKeys(t *testing.T, s *Store, prefix []byte) int {
 	t.Helper()
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kind}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			n++
