@@ -132,7 +132,7 @@ func NewSplit(tokens []string, split int, o Options) Bag {
 	split = min(max(split, 0), len(tokens))
 	pairs := min(max(o.OSB, 1), MaxOSB) - 1
 	bd := getBuilder(len(tokens)*(1+pairs), o)
-	defer builders.Put(bd)
+	defer putBuilder(bd)
 	bd.run(tokens[:split], pairs)
 	head := len(bd.order)
 	bd.run(tokens[split:], pairs)
@@ -211,14 +211,11 @@ func getBuilder(features int, o Options) *builder {
 	for n < 2*features {
 		n *= 2
 	}
-	if cap(bd.slots) < n || cap(bd.slots) > maxPooled {
+	if cap(bd.slots) < n {
 		bd.slots = make([]int32, n)
 	} else {
 		bd.slots = bd.slots[:n]
 		clear(bd.slots)
-	}
-	if cap(bd.order) > maxPooled {
-		bd.order, bd.counts, bd.fields = nil, nil, nil
 	}
 	bd.boolean = o.Boolean
 	bd.order = slices.Grow(bd.order[:0], features)
@@ -228,6 +225,13 @@ func getBuilder(features int, o Options) *builder {
 		bd.names = make(map[Hash]string, features)
 	}
 	return bd
+}
+
+// putBuilder gives bd back to the pool, unless it grew past maxPooled.
+func putBuilder(bd *builder) {
+	if cap(bd.slots) <= maxPooled && cap(bd.order) <= maxPooled {
+		builders.Put(bd)
+	}
 }
 
 // add counts feature h, named t. Hashes are uniform, so their low bits

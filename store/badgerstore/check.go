@@ -83,7 +83,7 @@ func (s *Store) Check(ctx context.Context, user string) (err error) {
 	if err != nil {
 		return fmt.Errorf("check %q: %w", user, err)
 	}
-	if sr := s.sealed.Load(); sr != nil && sr.file.Section(user) != nil {
+	if sr := s.sealed.Load(); sr.section(user) != nil {
 		if err := sr.file.Verify(); err != nil {
 			r.addf("sealed rows: %v", err)
 		}

@@ -263,17 +263,19 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 			break
 		}
 		used++
+		// inFile says that the key is a sealed row's, or lies over one;
+		// v is then that row, unless Badger has the key.
 		var v []byte
-		item, err := txn.Get(key)
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound) && kind == kindToken && sec != nil:
-			var ok bool
-			if v, ok, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil); err != nil {
+		inFile := false
+		if kind == kindToken && sec != nil {
+			if v, inFile, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil); err != nil {
 				return 0, fmt.Errorf("read key %x: %w: %w", key, store.ErrInconsistent, err)
 			}
-			if !ok {
-				continue
-			}
+		}
+		item, err := txn.Get(key)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound) && inFile:
+			// The sealed row, v.
 		case errors.Is(err, badger.ErrKeyNotFound):
 			continue // untrained or pruned since
 		case err != nil:
@@ -286,35 +288,22 @@ func (p *pruner) batch(ctx context.Context, kind byte, keys [][]byte) (used int,
 		var row []uint64
 		var rec seenRec
 		drop := false
-		err = func() error {
-			var err error
-			if kind == kindSeen {
-				if rec, err = decodeSeen(v, nil); err == nil && rec.class < k {
-					drop = p.plan.DropSeen(rec.day)
-				}
-				return nil
+		if kind == kindSeen {
+			if rec, err = decodeSeen(v, nil); err == nil && rec.class < k {
+				drop = p.plan.DropSeen(rec.day)
 			}
+		} else {
 			var day store.Day
 			if row, day, err = decodeRow(nil, v); err == nil && len(row) <= 2*k {
 				drop = p.plan.Drop(row, day)
 			}
-			return nil
-		}()
-		if err != nil {
-			return 0, fmt.Errorf("read key %x: %w", key, err)
 		}
 		if !drop {
 			continue // trained since, a tombstone, or undecodable
 		}
 		// Over a sealed row, a tombstone; a key deleted would let the
 		// row show through.
-		tomb := false
-		if kind == kindToken && sec != nil {
-			if _, tomb, err = sec.Get(binary.BigEndian.Uint64(key[len(key)-8:]), nil); err != nil {
-				return 0, fmt.Errorf("read key %x: %w: %w", key, store.ErrInconsistent, err)
-			}
-		}
-		if tomb {
+		if inFile {
 			err = txn.Set(key, nil)
 		} else {
 			err = txn.Delete(key)

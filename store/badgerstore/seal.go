@@ -159,7 +159,7 @@ func mapSealed(path string) (*sealedRows, error) {
 	}
 	file, err := sealed.Open(data)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("%w: %s: %w", store.ErrInconsistent, path, err), unix.Munmap(data))
+		return nil, errors.Join(fmt.Errorf("%w: %s: %w; it holds the token rows of the models a first training loaded: restore the store from a dump (spamtrain restore into a new directory) or train it again", store.ErrInconsistent, path, err), unix.Munmap(data))
 	}
 	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }, void: map[string]bool{}}, nil
 }
