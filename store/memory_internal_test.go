@@ -94,14 +94,14 @@ func TestMemoryRestoreSorted(t *testing.T) {
 	}
 	longest, run := 0, 0
 	for i := range tab.slots {
-		if tab.slots[i].kind == slotFree {
+		if tab.slots[i].row == 0 {
 			run = 0
 			continue
 		}
 		run++
 		longest = max(longest, run)
 	}
-	// At three quarters full, runs of rows put at random reach some
+	// At four fifths full, runs of rows put at random reach some
 	// hundred slots in 100,000 rows; one run of them all was the fault.
 	if longest > 1000 {
 		t.Errorf("the longest run of slots is %d rows", longest)

@@ -21,12 +21,16 @@ func TestRowTable(t *testing.T) {
 		row  []uint64
 		wide bool // kept beside the array
 	}{
-		{"packed", []uint64{3, neg(-1), 0, 5}, false},
-		{"one class", []uint64{1, 2}, false},
+		{"packed", []uint64{3, neg(-1), 0, 1}, false},
+		{"widest packed", []uint64{math.MaxUint16, neg(math.MinInt16), math.MaxUint16 - 1, math.MaxInt16 + 1}, false},
+		{"one class", []uint64{1}, false},
+		{"one class weighed", []uint64{1, 2}, true},
+		{"weights not opposite", []uint64{3, neg(-1), 0, 5}, true},
 		{"third class", []uint64{1, 0, 0, 0, 7, 1}, true},
 		{"third class zero", []uint64{1, 0, 0, 0, 0, 0}, false},
-		{"count past 32 bits", []uint64{math.MaxUint32 + 1, 0}, true},
-		{"weight below int32", []uint64{0, neg(math.MinInt32 - 1)}, true},
+		{"count past 16 bits", []uint64{math.MaxUint16 + 1, 0}, true},
+		{"weight below int16", []uint64{0, neg(math.MinInt16 - 1), 1, math.MaxInt16 + 1}, true},
+		{"all ones", []uint64{math.MaxUint16, neg(-1), math.MaxUint16, 1}, true},
 		{"zero", []uint64{0, 0, 0, 0}, false},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -51,7 +55,11 @@ func TestRowTable(t *testing.T) {
 			row = nil // delete
 		}
 		i, _ := tab.at(h)
-		day := Day(step)
+		day := Day(20000 + step%1000)
+		if rows[k].name == "all ones" {
+			// With any other day it packs.
+			day = math.MaxUint16
+		}
 		tab.set(i, h, row, day)
 		if allZero(row) {
 			delete(want, h)
@@ -182,15 +190,25 @@ func ascendingHashes(t *testing.T, tab *rowTable) []bow.Hash {
 // mapped outside the heap, and empties it again: every row is found,
 // ascending gives exactly the hashes put, and release gives the array back.
 func TestRowTableLarge(t *testing.T) {
-	const n = 200_000 // past 4 MiB of 32-byte slots at three quarters full
+	const n = 200_000 // past 4 MiB of 16-byte slots at four fifths full
 	var tab rowTable
 	want := make([]bow.Hash, n)
-	row := []uint64{1, 2, 3, 4}
+	// Counts past 16 bits make one row in a thousand wide.
+	count := func(i int) uint64 {
+		if i%1000 == 999 {
+			return math.MaxUint16 + 1
+		}
+		return uint64(i%1000 + 1)
+	}
+	row := []uint64{1, 2, 3, math.MaxUint64 - 1}
 	for i := range want {
 		want[i] = bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)
 		j, _ := tab.at(want[i])
-		row[0] = uint64(i + 1)
-		tab.set(j, want[i], row, Day(i))
+		row[0] = count(i)
+		tab.set(j, want[i], row, Day(i%50000))
+	}
+	if len(tab.wide) != n/1000 {
+		t.Errorf("%d rows wide, want %d", len(tab.wide), n/1000)
 	}
 	// Where the system maps arrays, this one is mapped.
 	if _, free := offheap.Make[rowSlot](1 << 17); free != nil {
@@ -210,7 +228,7 @@ func TestRowTableLarge(t *testing.T) {
 		if !ok {
 			t.Fatalf("row %d lost", i)
 		}
-		if d := tab.row(j, dst); dst[0] != uint64(i+1) || d != Day(i) {
+		if d := tab.row(j, dst); !slices.Equal(dst, []uint64{count(i), 2, 3, math.MaxUint64 - 1}) || d != Day(i%50000) {
 			t.Fatalf("row %d reads %v day %d", i, dst, d)
 		}
 		// Every other row goes, which moves the runs they cut.
@@ -241,7 +259,8 @@ func TestRowTableDrain(t *testing.T) {
 		for i := range n {
 			h := bow.Hash(uint64(i+1) * 0x9e3779b97f4a7c15)
 			j, _ := tab.at(h)
-			tab.set(j, h, []uint64{uint64(i + 1), uint64(i)}, Day(i))
+			// One row in a thousand is wide.
+			tab.set(j, h, []uint64{uint64(i%60000 + 1), uint64(i % 1000 / 999 * i)}, Day(i%60000))
 		}
 		return tab
 	}
