@@ -3,10 +3,47 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore"
 )
+
+// bulkGCPercent is the collector's GOGC while bulkTrain learns.
+const bulkGCPercent = 50
+
+// loadMemTableBytes is the memtable size a Badger store is opened with
+// for a bulk load, which writes only the seen records and totals through
+// it (a few megabytes for tens of thousands of messages). Badger allocates
+// its memtable at open, 21 MB at the default 16 MiB, in the Go heap: it
+// was never touched while the model was learned in memory, but counted
+// towards the collector's goal all the same, which let that much more
+// garbage pile up.
+const loadMemTableBytes = 1 << 20
+
+// reopenForLoad opens a Badger store again with the memtable of a bulk
+// load. Between the close and the open another process could take the
+// store; it then fails with badgerstore.ErrLocked, or, if a model was
+// trained into it meanwhile, Load with ErrNotEmpty, before anything is
+// written.
+func (m *modelStore) reopenForLoad(ctx context.Context) error {
+	if m.badger == nil {
+		return nil
+	}
+	if err := m.badger.Close(); err != nil {
+		return fmt.Errorf("close the store to open it for a bulk load: %w", err)
+	}
+	o := m.opts
+	o.MemTableBytes = loadMemTableBytes
+	st, err := badgerstore.Open(ctx, m.dir, o)
+	if err != nil {
+		return storeOpenError(m.dir, err)
+	}
+	m.Store, m.badger, m.opts = st, st, o
+	return nil
+}
 
 // empty reports whether st holds no model at all: the first run of
 // spamtrain train on a new store, which bulkTrain serves.
@@ -24,11 +61,24 @@ func empty(ctx context.Context, st store.Store) (bool, error) {
 // by Badger's Load, its rows as one sealed file beside Badger's tables, or
 // else by the store's Restore. A whole model is written that way several
 // times faster than applied batch by batch, which inserts each distinct
-// feature of each batch into Badger's memtable. The price is memory, 32 bytes
-// a distinct feature in a table kept between half and three quarters
-// full, and that an interrupted run leaves nothing trained rather than
-// what its finished batches trained.
+// feature of each batch into Badger's memtable. The price is memory, 16
+// bytes a distinct feature in a table kept between 64% and 80% full, and
+// that an interrupted run leaves nothing trained rather than what its
+// finished batches trained.
 func bulkTrain(ctx context.Context, e *env, f *filter.Filter, st *modelStore, user string, a *trainArgs) (*tally, error) {
+	if err := st.reopenForLoad(ctx); err != nil {
+		return nil, err
+	}
+	// The model's rows, most of what the training holds, are outside the
+	// Go heap (the memory store's row table), and the heap is mostly the
+	// garbage of tokenizing messages, which the collector lets grow to
+	// GOGC percent of what is live before it runs. A first training of
+	// trec07-late's 30,167 messages peaked at 158 MB at the default of
+	// 100, and at 137 MB at 50, for 1.9 s more of the collector's
+	// processor time in 23. A GOGC the user set is left alone.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(bulkGCPercent))
+	}
 	mem := store.NewMemory()
 	defer mem.Close()
 	mf, err := filter.New(mem, f.Config())

@@ -130,7 +130,14 @@ func applySets(cfg *filter.Config, sets []string) error {
 type modelStore struct {
 	store.Store
 	badger *badgerstore.Store // nil for Redis
+	// opts are the options badger was opened with.
+	opts badgerstore.Options
+	dir  string
 }
+
+// Close closes the store m holds when it is called: reopenForLoad may
+// have replaced the one it held when the call was deferred.
+func (m *modelStore) Close() error { return m.Store.Close() }
 
 // Size returns the Badger store's size on disk; a Redis store's is the
 // server's business (INFO memory).
@@ -279,7 +286,7 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		if err != nil {
 			return nil, storeOpenError(ch.db, err)
 		}
-		ms = &modelStore{Store: st, badger: st}
+		ms = &modelStore{Store: st, badger: st, opts: o, dir: ch.db}
 	}
 	return ms, nil
 }
