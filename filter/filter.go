@@ -67,6 +67,8 @@ type Filter struct {
 	// pruneMu makes batches that find a model past its budget prune it
 	// one at a time, the later ones finding it pruned.
 	pruneMu sync.Mutex
+	// spare holds learners released, for the next batches (newLearner).
+	spare chan *learner
 }
 
 // New returns a filter over st configured by cfg.
@@ -82,7 +84,7 @@ func New(st store.Store, cfg Config) (*Filter, error) {
 	for i := range all {
 		all[i] = i
 	}
-	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d, all: all, meas: newMeasures()}, nil
+	return &Filter{st: st, tok: tokenize.New(cfg.Tokenize), cfg: cfg, decider: d, all: all, meas: newMeasures(), spare: make(chan *learner, spareLearners)}, nil
 }
 
 // Config returns the filter's configuration.
@@ -133,7 +135,7 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 	o := f.cfg.Bag
 	o.KeepNames = names
 	digest, mark := tokenize.Identify(raw)
-	return Prepared{
+	p := Prepared{
 		Digest:    digest,
 		Mark:      mark,
 		Bag:       bow.NewSplit(res.Tokens, res.Header, o),
@@ -144,7 +146,10 @@ func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
 		Measures:  res.Measures,
 		Values:    levels(res.Measures, f.meas.defs),
 		Arrival:   res.Arrival,
-	}, nil
+	}
+	// The bags hold hashes, and names only as strings of their own.
+	f.tok.Recycle(res.Tokens)
+	return p, nil
 }
 
 // runs returns the bags of the header's tokens, tokens[:head], with each

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sync"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/nb"
@@ -33,35 +32,60 @@ type learner struct {
 	pending  pendingIndex
 	rows     []float64
 	hits     [][2]int  // overlay's, kept for the next message
+	sums     []float64 // overlay's
 	messages []float64 // per class
 	tokens   []float64 // per class
 	vocab    float64   // tokens the batch added that the store lacked
 }
 
-// rowsPool keeps learners' rows from batch to batch: grown anew for
-// every batch, they were most of the bytes a training allocated.
-var rowsPool = sync.Pool{New: func() any { return new([]float64) }}
+// A learner's arrays (its rows, its index, its sums) are sized by its
+// batch, a few megabytes for a batch of hundreds of messages, and were
+// most of the bytes a first training allocated. Released learners are
+// kept in Filter.spare for the next batches, at most spareLearners of
+// them and none whose arrays outgrew maxSpareFloats: a sync.Pool, which
+// drops what it holds at every other collection, dropped them between
+// two batches.
+const (
+	spareLearners  = 4
+	maxSpareFloats = 1 << 20
+)
 
 // newLearner returns a learner for a batch that trains at most tokens
-// tokens, counting each message's distinct tokens. Its rows go back with
+// tokens, counting each message's distinct tokens. It goes back with
 // release.
 func (f *Filter) newLearner(user string, tokens int) *learner {
 	k := len(f.cfg.Classes)
-	return &learner{
-		f:        f,
-		user:     user,
-		pending:  pendingIndex{slots: make([]pendingSlot, 4*min(tokens, maxPendingReserve)/3+1)},
-		rows:     (*rowsPool.Get().(*[]float64))[:0],
-		messages: make([]float64, k),
-		tokens:   make([]float64, k),
+	var l *learner
+	select {
+	case l = <-f.spare:
+	default:
+		l = &learner{f: f}
 	}
+	l.user = user
+	l.rows, l.hits, l.sums = l.rows[:0], l.hits[:0], l.sums[:0]
+	l.messages = append(l.messages[:0], make([]float64, k)...)
+	l.tokens = append(l.tokens[:0], make([]float64, k)...)
+	l.vocab = 0
+	slots := 4*min(tokens, maxPendingReserve)/3 + 1
+	if cap(l.pending.slots) < slots {
+		l.pending.slots = make([]pendingSlot, slots)
+	} else {
+		l.pending.slots = l.pending.slots[:slots]
+		clear(l.pending.slots)
+	}
+	l.pending.n = 0
+	return l
 }
 
-// release gives the learner's rows back for the next batch.
+// release gives the learner back for the next batch.
 func (l *learner) release() {
-	rows := l.rows[:0]
-	rowsPool.Put(&rows)
-	l.rows = nil
+	if cap(l.rows) > maxSpareFloats || cap(l.sums) > maxSpareFloats || cap(l.pending.slots) > maxSpareFloats/2 {
+		return
+	}
+	select {
+	case l.f.spare <- l:
+	default:
+	}
 }
 
 // pendingIndex maps a token to where its row is in learner.rows: an
@@ -213,7 +237,8 @@ func (l *learner) overlay(m *nb.Model, fs []nb.Feature, scope []int) {
 			l.hits = append(l.hits, [2]int{i, at})
 		}
 	}
-	sums := make([]float64, 2*len(scope)*len(l.hits))
+	l.sums = slices.Grow(l.sums[:0], 2*len(scope)*len(l.hits))[:2*len(scope)*len(l.hits)]
+	sums := l.sums
 	plus := func(a, b []float64) []float64 {
 		out := sums[:len(scope):len(scope)]
 		sums = sums[len(scope):]

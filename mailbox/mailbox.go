@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // DefaultMaxBytes is the read cap per message when Options.MaxBytes is not
@@ -143,6 +144,12 @@ type walker struct {
 	abort error
 	errs  []error
 }
+
+// readers holds the buffered readers stream reads files with, of
+// readBufSize: a reader sized to each file was, with the message itself,
+// most of what reading a corpus allocated, and a walk of an index is a
+// walk per message.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 
 func newWalker(ctx context.Context, o Options, fn func(Message) error) *walker {
 	w := &walker{ctx: ctx, o: o, max: capOrDefault(o.MaxBytes), stdin: o.Stdin, fn: fn}
@@ -406,11 +413,14 @@ func (w *walker) file(path, label string) error {
 // "From " line and has more than one, as an mbox. size is r's size, or
 // -1 if unknown.
 func (w *walker) stream(name string, r io.Reader, label string, size int64) error {
-	bufSize := readBufSize
-	if size >= 0 && size < readBufSize {
-		bufSize = int(size) + 1 // bufio takes at least 16
-	}
-	br := bufio.NewReaderSize(r, bufSize)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	// What a message emitted holds is its own: chunk and readCapped copy
+	// out of br.
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	head, err := br.Peek(len(fromPrefix))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err
@@ -425,7 +435,7 @@ func (w *walker) stream(name string, r io.Reader, label string, size int64) erro
 		}
 		return w.emit(Message{Path: name, Raw: raw, Label: label, Truncated: truncated})
 	}
-	s := newSplitter(br, w.max, bufSize)
+	s := newSplitter(br, w.max, readBufSize)
 	// A file that starts like an mbox is mostly one message with its
 	// envelope line (a TREC corpus, a saved message): the first chunk
 	// gets the whole file's room at once, unless the file is large

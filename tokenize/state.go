@@ -61,7 +61,7 @@ type mark struct {
 func (st *state) reset(t *Tokenizer) {
 	st.t = t
 	st.opts = &t.opts
-	st.tokens = make([]string, 0, 256)
+	st.tokens = t.tokenSlice()
 	st.problems = nil
 	st.kinds = 0
 	st.truncated = false
