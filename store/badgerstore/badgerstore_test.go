@@ -785,17 +785,20 @@ func TestWarm(t *testing.T) {
 }
 
 // TestWarmByNeed checks that with Options.WarmByNeed a model is read into
-// the cache whole once lookups have read an eighth of its vocabulary from
-// Badger, and only then, only if it fits, and with what Badger holds.
+// the cache whole once lookups have missed the cache for as many tokens
+// as warmPoint says (an eighth of its vocabulary read from Badger, two
+// thirds from the sealed file), and only then, only if it fits, and with
+// what the store holds.
 func TestWarmByNeed(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := open(t, dir, Options{})
 	ops := fortyMessages(7)
+	hs := hashesOf(ops)
+	// The same model in Badger's keys and, loaded, in the sealed file.
+	applied, sealed := t.TempDir(), t.TempDir()
+	s := open(t, applied, Options{})
 	if _, err := s.Apply(ctx, "", ops); err != nil {
 		t.Fatal(err)
 	}
-	hs := hashesOf(ops)
 	want, err := s.Lookup(ctx, "", hs)
 	if err != nil {
 		t.Fatal(err)
@@ -805,20 +808,34 @@ func TestWarmByNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	due := int(tot.Vocabulary+7) / 8 // misses that make a warm pay
+	mem := store.NewMemory()
+	defer mem.Close()
+	if _, err := mem.Apply(ctx, "", ops); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, sealed, Options{})
+	if err := s.Load(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	due := int(tot.Vocabulary+7) / 8         // misses that make a warm of Badger's rows pay
+	dueSealed := int(2*tot.Vocabulary+2) / 3 // and of the sealed file's
 	for _, tc := range []struct {
 		name     string
+		dir      string
 		opts     Options
 		misses   int
 		wantWarm bool
 	}{
-		{"off", Options{}, 2 * due, false},
-		{"not yet", Options{WarmByNeed: true}, due - 1, false},
-		{"due", Options{WarmByNeed: true}, due, true},
-		{"does not fit", Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false},
+		{"off", applied, Options{}, 2 * due, false},
+		{"not yet", applied, Options{WarmByNeed: true}, due - 1, false},
+		{"due", applied, Options{WarmByNeed: true}, due, true},
+		{"does not fit", applied, Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false},
+		{"sealed, not yet", sealed, Options{WarmByNeed: true}, dueSealed - 1, false},
+		{"sealed, due", sealed, Options{WarmByNeed: true}, dueSealed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := open(t, dir, tc.opts)
+			s := open(t, tc.dir, tc.opts)
 			defer s.Close()
 			if _, err := s.Totals(ctx, ""); err != nil {
 				t.Fatal(err)
