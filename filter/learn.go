@@ -42,12 +42,13 @@ type learner struct {
 // batch, a few megabytes for a batch of hundreds of messages, and were
 // most of the bytes a first training allocated. Released learners are
 // kept in Filter.spare for the next batches, at most spareLearners of
-// them and none whose arrays outgrew maxSpareFloats: a sync.Pool, which
-// drops what it holds at every other collection, dropped them between
-// two batches.
+// them and none with an array past maxSpareFloats (4 MB; a batch of 256
+// messages of trec07-late needs a few hundred thousand): a sync.Pool,
+// which drops what it holds at every other collection, dropped them
+// between two batches.
 const (
-	spareLearners  = 4
-	maxSpareFloats = 1 << 20
+	spareLearners  = 2
+	maxSpareFloats = 1 << 19
 )
 
 // newLearner returns a learner for a batch that trains at most tokens
