@@ -44,11 +44,12 @@ func kills(t *testing.T, def int) int {
 	return n
 }
 
-// TestCrash kills a process training into a store with SIGKILL at random
-// moments, reopens the store and checks that every message is counted
-// whole or not at all, for every user, and that every Apply the process
-// saw return is there. Each round trains on top of what the previous
-// rounds left, so recovery from one crash is itself crashed into.
+// TestCrash kills a process training into a store, and compacting it now
+// and then, with SIGKILL at random moments, reopens the store and checks
+// that every message is counted whole or not at all, for every user, and
+// that every Apply the process saw return is there. Each round trains on
+// top of what the previous rounds left, so recovery from one crash is
+// itself crashed into.
 //
 // Whole means the counts and the weights: since each message's bag and
 // steps are fixed by its number and class, the rows of all tokens follow
@@ -85,7 +86,13 @@ func TestCrash(t *testing.T) {
 				t.Errorf("round %d: batch %d for %q returned but its marker is %q, %v", round, last.batch, last.user, class, err)
 			}
 		}
-		t.Logf("round %d: killed after batch %d; users %q", round, last.batch, users)
+		sealedUsers := 0
+		for _, u := range users {
+			if s.section(u) != nil {
+				sealedUsers++
+			}
+		}
+		t.Logf("round %d: killed after batch %d; users %q, %d of them sealed", round, last.batch, users, sealedUsers)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -278,6 +285,15 @@ func crashChild(arg string) {
 			os.Exit(2)
 		}
 		fmt.Printf("committed %d %q\n", batch, user)
+		// Now and then a compaction, which folds the rows into the
+		// sealed file and drops them from Badger, so that kills land in
+		// it too.
+		if rng.IntN(10) == 0 {
+			if _, err := s.Compact(context.Background()); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
 	}
 	os.Exit(3)
 }

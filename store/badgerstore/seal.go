@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
@@ -284,25 +285,70 @@ func (s *Store) void(user string) error {
 	return nil
 }
 
-// reseal rewrites the sealed file without its void sections, if it has
-// any, and then deletes the void keys. s.life and s.wmu are held
-// exclusively: the file it replaces is unmapped at once.
-func (s *Store) reseal() error {
+// reseal rewrites the sealed file with every model's token rows, and
+// then drops from Badger the token keys it folded in and the void keys.
+// A model's rows are its section's, without a void one, merged with the
+// keys Badger holds over them, or Badger's alone for a model never loaded
+// (scanTokens): Badger keeps a row in some 35 bytes of its tables, the
+// file in some 13, and a lookup of a model that Badger holds no keys of
+// reads the file alone. s.life and s.wmu are held exclusively: the file
+// it replaces is unmapped at once.
+//
+// A crash between the new file's rename and the drop leaves Badger's
+// keys over rows of the same values, tombstones over rows the file no
+// longer has: the store answers as before, and the next reseal folds them
+// again.
+func (s *Store) reseal(ctx context.Context) error {
 	cur := s.sealed.Load()
-	if cur == nil || len(cur.void) == 0 {
+	// The models with token keys in Badger: every model has totals.
+	var inBadger []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		users, err := usersOf(ctx, txn, kindTotals)
+		for _, u := range users {
+			// A model being restored or deleted is no model yet, nor a
+			// whole one.
+			if s.isBusy(u) {
+				continue
+			}
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kindToken, u), PrefetchValues: false})
+			if it.Rewind(); it.Valid() {
+				inBadger = append(inBadger, u)
+			}
+			it.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list the models in Badger: %w", err)
+	}
+	if len(inBadger) == 0 && (cur == nil || len(cur.void) == 0) {
 		return nil
 	}
+	users := slices.Clone(inBadger)
+	if cur != nil {
+		for _, u := range cur.file.Users() {
+			if !cur.void[u] && !s.isBusy(u) {
+				users = append(users, u)
+			}
+		}
+	}
+	slices.Sort(users)
+	users = slices.Compact(users)
 	w, err := s.createSealed()
 	if err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
 	}
-	for _, u := range cur.file.Users() {
-		if cur.void[u] {
-			continue
-		}
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	for _, u := range users {
 		var aerr error
-		err := cur.file.Section(u).Scan(func(h uint64, row []byte) bool {
-			aerr = w.add(u, h, row)
+		n := len(userPrefix(kindToken, u)) + 8
+		err := s.scanTokens(ctx, txn, u, func(key, v []byte) bool {
+			if len(key) != n {
+				aerr = fmt.Errorf("%w: malformed token key %x", store.ErrInconsistent, key)
+				return false
+			}
+			aerr = w.add(u, binary.BigEndian.Uint64(key[n-8:]), v)
 			return aerr == nil
 		})
 		if err = errors.Join(err, aerr); err != nil {
@@ -316,6 +362,24 @@ func (s *Store) reseal() error {
 	}
 	if err := old.release(); err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
+	}
+	if len(inBadger) > 0 {
+		var prefixes [][]byte
+		for _, u := range inBadger {
+			prefixes = append(prefixes, userPrefix(kindToken, u))
+		}
+		if err := s.db.DropPrefix(prefixes...); err != nil {
+			return fmt.Errorf("drop the token keys folded into the sealed file: %w", err)
+		}
+		// The folded users are sealed now, and Badger holds none of
+		// their token keys: their presence filters are those of a
+		// sealed model, built anew, and overlaid looks again.
+		s.overMu.Lock()
+		s.over = nil
+		s.overMu.Unlock()
+		for _, u := range inBadger {
+			s.present.drop(u)
+		}
 	}
 	return s.dropVoid()
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -168,6 +169,90 @@ func TestSealed(t *testing.T) {
 	if n := countKeys(t, s, []byte{kindVoid}); n != 0 {
 		t.Errorf("%d void keys left after a compaction", n)
 	}
+}
+
+// TestCompactSeals compacts models trained message by message: Compact
+// folds their rows into the sealed file and drops their token keys from
+// Badger; training lays keys over the file again, forgetting tombstones,
+// and the next Compact folds those. Each time, and across a reopen, the
+// models are those a memory store given the same calls holds.
+func TestCompactSeals(t *testing.T) {
+	ctx := context.Background()
+	users := []string{"", "alice", "bob"}
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	defer func() { s.Close() }()
+	mem := store.NewMemory()
+	defer mem.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var probe []bow.Hash
+	ops := map[string][]store.Op{}
+	var first map[bow.Hash]uint32 // alice's first message
+	for i, u := range users {
+		for j := range 30 {
+			bag := storetest.RandomBagOf(rng, 100, 1<<20)
+			if u == "alice" && j == 0 {
+				first = bag
+			}
+			ops[u] = append(ops[u], storetest.Train(fmt.Sprint(u, j), []string{"spam", "ham"}[(i+j)%2], bag))
+		}
+		for _, st := range []store.Store{s, mem} {
+			if _, err := st.Apply(ctx, u, ops[u]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		probe = append(probe, hashesOf(ops[u])...)
+	}
+	probe = append(probe, 1<<62+7) // in no model
+	check := func(when string, sealed []string) {
+		t.Helper()
+		for _, u := range users {
+			if got, want := dumpText(t, s, u), dumpText(t, mem, u); got != want {
+				t.Errorf("%s: model %q differs from the memory store's", when, u)
+			}
+			if err := s.Check(ctx, u); err != nil {
+				t.Errorf("%s: %v", when, err)
+			}
+			if got, want := lookup(t, s, u, probe), lookup(t, mem, u, probe); got != want {
+				t.Errorf("%s: %q's rows differ from the memory store's", when, u)
+			}
+			if want := slices.Contains(sealed, u); (s.section(u) != nil) != want || want && tokenKeys(t, s, u) != 0 {
+				t.Errorf("%s: %q sealed %v, %d token keys in Badger; want sealed %v and none", when, u, s.section(u) != nil, tokenKeys(t, s, u), want)
+			}
+		}
+	}
+	check("trained", nil)
+	if _, err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted", users)
+
+	// Alice forgets a message and learns one; bob is deleted.
+	later := storetest.Train("later", "spam", storetest.RandomBagOf(rng, 100, 1<<20))
+	probe = append(probe, hashesOf([]store.Op{later})...)
+	for _, st := range []store.Store{s, mem} {
+		if _, err := st.Apply(ctx, "alice", []store.Op{later, storetest.Forget("alice0", first)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DeleteUser(ctx, "bob"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tokenKeys(t, s, "alice") == 0 {
+		t.Fatal("training a sealed model wrote no key over the file")
+	}
+	if _, err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("trained over the file and compacted", []string{"", "alice"})
+	if n := countKeys(t, s, []byte{kindVoid}); n != 0 {
+		t.Errorf("%d void keys left after a compaction", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	check("reopened", []string{"", "alice"})
 }
 
 // TestSealedDeleteAndLoad deletes one of two sealed models, and then, with
