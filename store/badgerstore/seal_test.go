@@ -114,17 +114,7 @@ func TestSealed(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		for _, u := range users {
-			if got, want := dumpText(t, s, u), dumpText(t, src, u); got != want {
-				t.Errorf("%s: model %q differs from the memory store's", when, u)
-			}
-			if err := s.Check(ctx, u); err != nil {
-				t.Errorf("%s: %v", when, err)
-			}
-			if got, want := lookup(t, s, u, probe), lookup(t, src, u, probe); got != want {
-				t.Errorf("%s: %q's rows %s, want %s", when, u, got, want)
-			}
-		}
+		sameModels(t, when, s, src, users, probe)
 	}
 	check("after training and deleting")
 	if err := s.Close(); err != nil {
@@ -206,16 +196,8 @@ func TestCompactSeals(t *testing.T) {
 	probe = append(probe, 1<<62+7) // in no model
 	check := func(when string, sealed []string) {
 		t.Helper()
+		sameModels(t, when, s, mem, users, probe)
 		for _, u := range users {
-			if got, want := dumpText(t, s, u), dumpText(t, mem, u); got != want {
-				t.Errorf("%s: model %q differs from the memory store's", when, u)
-			}
-			if err := s.Check(ctx, u); err != nil {
-				t.Errorf("%s: %v", when, err)
-			}
-			if got, want := lookup(t, s, u, probe), lookup(t, mem, u, probe); got != want {
-				t.Errorf("%s: %q's rows differ from the memory store's", when, u)
-			}
 			if want := slices.Contains(sealed, u); (s.section(u) != nil) != want || want && tokenKeys(t, s, u) != 0 {
 				t.Errorf("%s: %q sealed %v, %d token keys in Badger; want sealed %v and none", when, u, s.section(u) != nil, tokenKeys(t, s, u), want)
 			}
@@ -323,6 +305,23 @@ func countKeys(t *testing.T, s *Store, prefix []byte) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// sameModels checks that s holds users' models as src does: the same
+// dumps and rows of probe, and that Check finds them whole.
+func sameModels(t *testing.T, when string, s *Store, src store.Store, users []string, probe []bow.Hash) {
+	t.Helper()
+	for _, u := range users {
+		if got, want := dumpText(t, s, u), dumpText(t, src, u); got != want {
+			t.Errorf("%s: model %q differs from the memory store's", when, u)
+		}
+		if err := s.Check(context.Background(), u); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+		if got, want := lookup(t, s, u, probe), lookup(t, src, u, probe); got != want {
+			t.Errorf("%s: %q's rows %s, want %s", when, u, got, want)
+		}
+	}
 }
 
 // lookup returns user's rows of hashes in s, printed.
