@@ -296,13 +296,31 @@ func (s *Store) void(user string) error {
 //
 // A crash between the new file's rename and the drop leaves Badger's
 // keys over rows of the same values, tombstones over rows the file no
-// longer has: the store answers as before, and the next reseal folds them
-// again.
+// longer has, or, for a model the file has no section of, tombstones
+// over nothing, which readers and scanTokens pass over: the store answers
+// as before, and the next reseal folds them again.
 func (s *Store) reseal(ctx context.Context) error {
+	folded, wrote, err := s.foldSealed(ctx)
+	if err != nil || !wrote {
+		return err
+	}
+	// The void keys go first: the new file may have a section for a user
+	// deleted and trained again since, which a void key left behind would
+	// hide once Badger no longer holds the user's rows.
+	if err := s.dropVoid(); err != nil {
+		return err
+	}
+	return s.dropFolded(folded)
+}
+
+// foldSealed is reseal's first part: it writes the new sealed file and
+// puts it in place, and returns the users whose token keys in Badger it
+// folded in; wrote is false if it had nothing to do.
+func (s *Store) foldSealed(ctx context.Context) (folded []string, wrote bool, err error) {
 	cur := s.sealed.Load()
 	// The models with token keys in Badger: every model has totals.
 	var inBadger []string
-	err := s.db.View(func(txn *badger.Txn) error {
+	err = s.db.View(func(txn *badger.Txn) error {
 		users, err := usersOf(ctx, txn, kindTotals)
 		for _, u := range users {
 			// A model being restored or deleted is no model yet, nor a
@@ -319,10 +337,10 @@ func (s *Store) reseal(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("list the models in Badger: %w", err)
+		return nil, false, fmt.Errorf("list the models in Badger: %w", err)
 	}
 	if len(inBadger) == 0 && (cur == nil || len(cur.void) == 0) {
-		return nil
+		return nil, false, nil
 	}
 	users := slices.Clone(inBadger)
 	if cur != nil {
@@ -336,7 +354,7 @@ func (s *Store) reseal(ctx context.Context) error {
 	users = slices.Compact(users)
 	w, err := s.createSealed()
 	if err != nil {
-		return fmt.Errorf("sealed rows: %w", err)
+		return nil, false, fmt.Errorf("sealed rows: %w", err)
 	}
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
@@ -353,35 +371,42 @@ func (s *Store) reseal(ctx context.Context) error {
 		})
 		if err = errors.Join(err, aerr); err != nil {
 			w.abort()
-			return fmt.Errorf("sealed rows of %q: %w", u, err)
+			return nil, false, fmt.Errorf("sealed rows of %q: %w", u, err)
 		}
 	}
 	old, err := w.commit()
 	if err != nil {
-		return fmt.Errorf("sealed rows: %w", err)
+		return nil, false, fmt.Errorf("sealed rows: %w", err)
 	}
 	if err := old.release(); err != nil {
-		return fmt.Errorf("sealed rows: %w", err)
+		return nil, false, fmt.Errorf("sealed rows: %w", err)
 	}
-	if len(inBadger) > 0 {
-		var prefixes [][]byte
-		for _, u := range inBadger {
-			prefixes = append(prefixes, userPrefix(kindToken, u))
-		}
-		if err := s.db.DropPrefix(prefixes...); err != nil {
-			return fmt.Errorf("drop the token keys folded into the sealed file: %w", err)
-		}
-		// The folded users are sealed now, and Badger holds none of
-		// their token keys: their presence filters are those of a
-		// sealed model, built anew, and overlaid looks again.
-		s.overMu.Lock()
-		s.over = nil
-		s.overMu.Unlock()
-		for _, u := range inBadger {
-			s.present.drop(u)
-		}
+	return inBadger, true, nil
+}
+
+// dropFolded is reseal's last part: it drops from Badger the token keys
+// of users, whose rows the sealed file now holds.
+func (s *Store) dropFolded(users []string) error {
+	if len(users) == 0 {
+		return nil
 	}
-	return s.dropVoid()
+	var prefixes [][]byte
+	for _, u := range users {
+		prefixes = append(prefixes, userPrefix(kindToken, u))
+	}
+	if err := s.db.DropPrefix(prefixes...); err != nil {
+		return fmt.Errorf("drop the token keys folded into the sealed file: %w", err)
+	}
+	// The folded users are sealed now, and Badger holds none of their
+	// token keys: their presence filters are those of a sealed model,
+	// built anew, and overlaid looks again.
+	s.overMu.Lock()
+	s.over = nil
+	s.overMu.Unlock()
+	for _, u := range users {
+		s.present.drop(u)
+	}
+	return nil
 }
 
 // dropVoid deletes every void key.
@@ -446,7 +471,11 @@ func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f 
 	prefix := userPrefix(kindToken, user)
 	sec := s.sectionAt(txn, user)
 	if sec == nil {
-		return scan(ctx, txn, prefix, f)
+		// Tombstones outlive the section they lay over when a crash
+		// cuts a reseal short after its rename.
+		return scan(ctx, txn, prefix, func(k, v []byte) bool {
+			return len(v) == 0 && len(k) == len(prefix)+8 || f(k, v)
+		})
 	}
 	it := sec.Iter()
 	more := it.Next()

@@ -237,6 +237,64 @@ func TestCompactSeals(t *testing.T) {
 	check("reopened", []string{"", "alice"})
 }
 
+// TestResealCut cuts a compaction's fold short where a crash could, and
+// reopens the store: after the new sealed file is in place, and after the
+// void keys are gone too, with Badger's token keys still there. Alice
+// was deleted and trained again, so the new file has a section of hers
+// while her void key is still in Badger at the first cut; bob was trained
+// over the file; and a tombstone of alice's lies over nothing, as a fold
+// cut short leaves behind for a model the new file has no section of.
+// Each time the models are as a memory store given the same calls holds,
+// and the next compaction folds what is left.
+func TestResealCut(t *testing.T) {
+	ctx := context.Background()
+	users := []string{"", "alice", "bob"}
+	const nothing = 1<<62 + 9
+	for _, cut := range []string{"renamed", "void keys dropped"} {
+		t.Run(cut, func(t *testing.T) {
+			s, src, dir := loaded(t, users)
+			extra := storetest.Train("extra", "ham", storetest.RandomBagOf(rand.New(rand.NewPCG(9, 10)), 50, 1<<20))
+			for _, st := range []store.Store{s, src} {
+				if err := st.DeleteUser(ctx, "alice"); err != nil {
+					t.Fatal(err)
+				}
+				for _, u := range []string{"alice", "bob"} {
+					if _, err := st.Apply(ctx, u, []store.Op{extra}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(appendTokenKey(nil, "alice", nothing), nil) }); err != nil {
+				t.Fatal(err)
+			}
+			probe := append(hashesOf([]store.Op{extra}), nothing, 1<<60)
+			if _, _, err := s.foldSealed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if cut == "void keys dropped" {
+				if err := s.dropVoid(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, dir, Options{})
+			defer s.Close()
+			sameModels(t, cut, s, src, users, probe)
+			if _, err := s.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sameModels(t, cut+", then compacted", s, src, users, probe)
+			for _, u := range users {
+				if s.section(u) == nil || tokenKeys(t, s, u) != 0 {
+					t.Errorf("%s, then compacted: %q sealed %v, %d token keys in Badger", cut, u, s.section(u) != nil, tokenKeys(t, s, u))
+				}
+			}
+		})
+	}
+}
+
 // TestSealedDeleteAndLoad deletes one of two sealed models, and then, with
 // the void key still there, the other, and loads a new model of the same
 // users: the void keys of the old file do not hide the new one's rows.
