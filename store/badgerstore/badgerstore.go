@@ -882,11 +882,11 @@ func (s *Store) Warm(ctx context.Context, user string) (_ int, err error) {
 // counts start over.
 const maxMissed = 1 << 12
 
-// warmDue counts n more tokens of user's read from Badger and reports
+// warmDue counts n more tokens of user's read from the store and reports
 // whether they make a warm pay (Options.WarmByNeed): its model's
 // vocabulary, which the cache holds from the Totals that scoring reads
 // first, fits in the cache, and the misses since the last warm come to
-// an eighth of it. The count starts over when it says so, so that of
+// warmPoint of it. The count starts over when it says so, so that of
 // lookups running at once, one warms.
 func (s *Store) warmDue(user string, n int) bool {
 	t, ok, _ := s.cache.getTotals(user)

@@ -43,9 +43,9 @@ const defaultFlushWait = 5 * time.Second
 // tables, and a model with no keys in Badger is read from the file alone.
 //
 // Writers wait while it runs, readers only during step 1, for as long as
-// Badger takes to close and open and the sealed file to be written: all
-// of a compaction of trec07-late's model of 2.1 million rows, 500
-// messages trained over the file, took 0.7 s. Step 1 needs
+// Badger takes to close and open and the sealed file to be written, which
+// grows with the store's rows: all of a compaction of trec07-late's model
+// of 2.1 million rows, 500 messages trained over the file, took 0.7 s. Step 1 needs
 // the store to itself: a call that holds it longer than 5 seconds, such
 // as a dump being read, makes Compact skip the step rather than keep
 // readers waiting, and say so. A store that is not ok refuses to
@@ -158,7 +158,10 @@ func (s *Store) flush(ctx context.Context, c *store.Compaction) error {
 	// every model's rows and without deleted models', and the old one
 	// unmapped.
 	if err := s.reseal(ctx); err != nil {
-		return fmt.Errorf("fold the token rows into the sealed file: %w", s.writeError(err))
+		if ctx.Err() == nil {
+			err = s.writeError(err)
+		}
+		return fmt.Errorf("fold the token rows into the sealed file: %w", err)
 	}
 	return nil
 }
