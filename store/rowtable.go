@@ -232,7 +232,7 @@ func (t *rowTable) grow() { t.growTo(max(len(t.slots)/4*5, minRowSlots)) }
 // first.
 func (t *rowTable) reserve(n int) {
 	if need := t.n + n; need > maxRows(len(t.slots)) {
-		t.growTo(max(need*5/4+1, len(t.slots)/4*5, minRowSlots))
+		t.growTo(max((need+3)/4*5, len(t.slots)/4*5, minRowSlots))
 	}
 }
 
