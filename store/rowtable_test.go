@@ -304,3 +304,24 @@ func TestRowTableDrain(t *testing.T) {
 		t.Errorf("drain cut off: %v, %d rows left", err, tab.len())
 	}
 }
+
+// TestGrownSize: a table doubles while small and then grows by a quarter,
+// and every growth leaves room for at least one more row.
+func TestGrownSize(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, minRowSlots},
+		{minRowSlots, 2 * minRowSlots},
+		{smallRowSlots / 2, smallRowSlots},
+		{smallRowSlots - 1, 2*smallRowSlots - 2},
+		{smallRowSlots, smallRowSlots / 4 * 5},
+		{4 * smallRowSlots, 5 * smallRowSlots},
+	} {
+		got := grownSize(tc.n)
+		if got != tc.want {
+			t.Errorf("grownSize(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+		if maxRows(got) <= maxRows(tc.n) {
+			t.Errorf("grownSize(%d) = %d holds no more rows", tc.n, got)
+		}
+	}
+}
