@@ -2,7 +2,10 @@ package tokenize
 
 import (
 	"hash/maphash"
+	"math"
+	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Finished tokens are cached by the 64-bit hash of what they are made
@@ -18,10 +21,24 @@ import (
 // larger shared map, split into shards under their own locks so that
 // goroutines rarely wait for each other. A shard that fills up is emptied,
 // which costs a few misses and keeps memory bounded.
+//
+// A shard keeps its tokens' bytes in one arena and maps a hash to where
+// the token is in it, so that neither the map nor the arena holds a
+// pointer. Held as a string each, the shared level's quarter of a million
+// tokens were as many objects for the garbage collector to mark at every
+// cycle, in a daemon's cache as in a training; a token handed out is a
+// string into the arena, whose bytes are never written again.
 const (
 	cacheShards   = 64
 	cacheShardMax = 4096  // entries per shard: about 260k in all
 	localSize     = 16384 // entries of a state's table, a power of two: 384 KiB
+	// arenaSize is a shard's arena, 24 bytes an entry, twice what a
+	// token takes on average. A shard whose arena fills up is emptied as
+	// one whose map does.
+	arenaSize = 24 * cacheShardMax
+	// maxCachedLen is the longest token cached: a longer one is mostly
+	// a URL or a header seen once, and would take much of an arena.
+	maxCachedLen = 256
 )
 
 // Key namespaces: the first byte of a cache key.
@@ -38,13 +55,16 @@ type cache struct {
 
 type cacheShard struct {
 	mu sync.RWMutex
-	m  map[uint64]string
+	// m maps a hash to its token's place in arena: the offset in the top
+	// 32 bits, the length in the others.
+	m     map[uint64]uint64
+	arena []byte
 }
 
 func newCache() *cache {
 	c := &cache{seed: maphash.MakeSeed()}
 	for i := range c.shards {
-		c.shards[i].m = make(map[uint64]string)
+		c.shards[i].m = make(map[uint64]uint64)
 	}
 	return c
 }
@@ -52,19 +72,43 @@ func newCache() *cache {
 func (c *cache) get(h uint64) (string, bool) {
 	s := &c.shards[h%cacheShards]
 	s.mu.RLock()
-	v, ok := s.m[h]
+	at, ok := s.m[h]
+	arena := s.arena
 	s.mu.RUnlock()
-	return v, ok
+	if !ok {
+		return "", false
+	}
+	return arenaString(arena, at), true
 }
 
-func (c *cache) put(h uint64, tok string) {
+// put caches tok under h and returns it as the string that the cache
+// holds, which tok may only be a view of.
+func (c *cache) put(h uint64, tok string) string {
+	if len(tok) > maxCachedLen {
+		return strings.Clone(tok)
+	}
 	s := &c.shards[h%cacheShards]
 	s.mu.Lock()
-	if len(s.m) >= cacheShardMax {
+	defer s.mu.Unlock()
+	if len(s.m) >= cacheShardMax || len(s.arena)+len(tok) > cap(s.arena) {
+		// The strings handed out keep the old arena for as long as
+		// they live; the new one is written from its start.
 		clear(s.m)
+		s.arena = make([]byte, 0, arenaSize)
 	}
-	s.m[h] = tok
-	s.mu.Unlock()
+	at := uint64(len(s.arena))<<32 | uint64(len(tok))
+	s.arena = append(s.arena, tok...)
+	s.m[h] = at
+	return arenaString(s.arena, at)
+}
+
+// arenaString returns the token at place at of arena.
+func arenaString(arena []byte, at uint64) string {
+	n := int(at & math.MaxUint32)
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&arena[at>>32], n)
 }
 
 // localEntry is a slot of a state's table.
@@ -87,8 +131,10 @@ func (st *state) cached(key []byte) (tok string, h uint64, ok bool) {
 	return tok, h, ok
 }
 
-// store caches tok under the hash h of its key.
-func (st *state) store(h uint64, tok string) {
+// store caches tok under the hash h of its key and returns the string
+// cached, which tok may only be a view of.
+func (st *state) store(h uint64, tok string) string {
+	tok = st.t.cache.put(h, tok)
 	st.local[h&(localSize-1)] = localEntry{h, tok}
-	st.t.cache.put(h, tok)
+	return tok
 }

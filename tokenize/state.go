@@ -5,6 +5,7 @@ import (
 	"mime"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/net/html/atom"
 )
@@ -135,8 +136,8 @@ func (st *state) addBytes(prefix string, word []byte) {
 	st.key = append(append(append(st.key[:0], nsPlain), prefix...), word...)
 	tok, h, ok := st.cached(st.key)
 	if !ok {
-		tok = string(st.key[1:])
-		st.store(h, tok)
+		// A view of the key's bytes, which store copies.
+		tok = st.store(h, unsafe.String(unsafe.SliceData(st.key[1:]), len(st.key)-1))
 	}
 	st.add(tok)
 }
@@ -149,8 +150,7 @@ func (st *state) addStem(word []byte) {
 	st.key = append(append(st.key[:0], byte(nsStem+st.stemIdx)), word...)
 	tok, h, ok := st.cached(st.key)
 	if !ok {
-		tok = languages[st.stemIdx].stem(string(word))
-		st.store(h, tok)
+		tok = st.store(h, languages[st.stemIdx].stem(string(word)))
 	}
 	st.add(tok)
 }

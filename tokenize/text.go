@@ -564,7 +564,7 @@ func (st *state) host(prefix string, h []byte) {
 		if reg, err := publicsuffix.EffectiveTLDPlusOne(name); err == nil && reg != name {
 			tok = prefix + reg
 		}
-		st.store(hash, tok)
+		tok = st.store(hash, tok)
 	}
 	if tok != noReg {
 		st.add(tok)
