@@ -1037,6 +1037,9 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 		txn = s.db.NewTransaction(false)
 		defer txn.Discard()
 	}
+	if txn == nil {
+		sec.Touch(len(idx), func(k int) uint64 { return uint64(hashes[idx[k]]) })
+	}
 	key := make([]byte, 0, len(user)+10)
 	// One array backs all rows read, unless one is longer than width.
 	arena := make([]uint64, len(idx)*width)

@@ -46,6 +46,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"runtime"
 	"sort"
 )
 
@@ -358,6 +359,32 @@ func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
 		}
 	}
 	return dst, false, nil
+}
+
+// Touch reads, for each hash n(i) of i below n, where its row would be,
+// so that the Gets of them that follow find the file's bytes in the
+// processor's cache. A Get of a large file waits on memory twice, for its
+// block's index entry and for the block; these reads depend on nothing
+// before them, and the processor has many of them in flight at once:
+// first the index entries, then, the index being cached, the blocks.
+func (s *Section) Touch(n int, hash func(i int) uint64) {
+	blocks := len(s.index) / entrySize
+	if blocks == 0 {
+		return
+	}
+	var sum uint64
+	for i := range n {
+		g, _ := bits.Mul64(hash(i), uint64(blocks))
+		sum += uint64(s.index[int(g)*entrySize])
+	}
+	for i := range n {
+		if b := s.block(hash(i), blocks); b >= 0 {
+			_, off := s.entry(b)
+			sum += uint64(s.data[off])
+		}
+	}
+	// The sum is used, so that the reads are not optimized away.
+	runtime.KeepAlive(sum)
 }
 
 // cursor reads a block's rows.
