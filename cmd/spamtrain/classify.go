@@ -1,18 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/nb"
+	"golang.org/x/term"
 )
 
 // classification is the JSON form of one verdict.
@@ -117,10 +120,15 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 // printer prints classifications in order and counts the messages that
 // could not be classified.
 type printer struct {
-	e      *env
-	asJSON bool
-	mu     sync.Mutex // the walk reports unreadable files from its own goroutine
-	failed int
+	e *env
+	// out buffers the verdicts for e.stdout unless that is a terminal,
+	// as C's stdio does: a write a verdict cost a system call, and into
+	// a pipe it woke the reader for each line.
+	out       *bufio.Writer
+	flushEach bool
+	asJSON    bool
+	mu        sync.Mutex // the walk reports unreadable files from its own goroutine
+	failed    int
 }
 
 // unreadable reports a file or source the walk could not read.
@@ -140,14 +148,20 @@ func (p *printer) fail(path, why string) error {
 	if !p.asJSON {
 		return nil
 	}
-	return writeJSON(p.e.stdout, classification{Path: path, Error: why})
+	return writeJSON(p.out, classification{Path: path, Error: why})
 }
 
 func (p *printer) print(c classification) error {
 	if p.asJSON {
-		return writeJSON(p.e.stdout, c)
+		if err := writeJSON(p.out, c); err != nil {
+			return err
+		}
+	} else {
+		writeText(p.out, c)
 	}
-	writeText(p.e.stdout, c)
+	if p.flushEach {
+		return p.out.Flush()
+	}
 	return nil
 }
 
@@ -180,7 +194,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	// (badgerstore.Options.WarmByNeed).
 	defer st.Close()
 
-	pr := &printer{e: e, asJSON: a.asJSON}
+	pr := &printer{e: e, asJSON: a.asJSON, out: bufio.NewWriterSize(e.stdout, 64<<10), flushEach: isTerminal(e.stdout)}
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	// Each worker classifies the messages it prepares, so that scoring
 	// runs on every core too; the verdicts are printed in input order.
@@ -218,7 +232,11 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		}
 		return pr.print(c)
 	})
-	return pr.err(err, walkErr())
+	err = pr.err(err, walkErr())
+	if ferr := pr.out.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("write the verdicts: %w", ferr)
+	}
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -266,4 +284,10 @@ func writeText(w io.Writer, c classification) {
 		}
 		fmt.Fprintf(w, "\tmeasures: %s\n", strings.Join(parts, " "))
 	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -423,3 +423,30 @@ func TestClassifyMeasures(t *testing.T) {
 		t.Errorf("measures in JSON: %+v", c.Measures)
 	}
 }
+
+// failingWriter refuses every write, as a closed pipe or a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// TestClassifyWriteError: verdicts that cannot be written, which classify
+// buffers, fail the run when they are flushed, not silently.
+func TestClassifyWriteError(t *testing.T) {
+	db := t.TempDir()
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"classify", "--db", db}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		args = append(args, spam)
+		var errOut bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: failingWriter{}, stderr: &errOut, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if code := run(context.Background(), e, args); code == 0 || !strings.Contains(errOut.String(), "broken pipe") {
+			t.Errorf("json %v: exit %d, stderr %q; want a failure naming the broken pipe", asJSON, code, errOut.String())
+		}
+	}
+}
