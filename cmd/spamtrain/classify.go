@@ -131,6 +131,10 @@ type printer struct {
 	failed    int
 }
 
+func newPrinter(e *env, asJSON bool) *printer {
+	return &printer{e: e, asJSON: asJSON, out: bufio.NewWriterSize(e.stdout, 64<<10), flushEach: isTerminal(e.stdout)}
+}
+
 // unreadable reports a file or source the walk could not read.
 func (p *printer) unreadable(path string, err error) {
 	p.mu.Lock()
@@ -165,13 +169,17 @@ func (p *printer) print(c classification) error {
 	return nil
 }
 
-// err returns the error a classify run ends with.
-func (p *printer) err(runErr, walkErr error) error {
+// end writes out the verdicts buffered and returns the error a classify
+// run ends with.
+func (p *printer) end(runErr, walkErr error) error {
+	flushErr := p.out.Flush()
 	switch {
 	case runErr != nil:
 		return runErr
 	case walkErr != nil:
 		return walkErr
+	case flushErr != nil:
+		return fmt.Errorf("write the verdicts: %w", flushErr)
 	case p.failed > 0:
 		return fmt.Errorf("%d messages or sources could not be read or classified (see errors above)", p.failed)
 	}
@@ -194,7 +202,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	// (badgerstore.Options.WarmByNeed).
 	defer st.Close()
 
-	pr := &printer{e: e, asJSON: a.asJSON, out: bufio.NewWriterSize(e.stdout, 64<<10), flushEach: isTerminal(e.stdout)}
+	pr := newPrinter(e, a.asJSON)
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	// Each worker classifies the messages it prepares, so that scoring
 	// runs on every core too; the verdicts are printed in input order.
@@ -232,11 +240,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		}
 		return pr.print(c)
 	})
-	err = pr.err(err, walkErr())
-	if ferr := pr.out.Flush(); ferr != nil && err == nil {
-		err = fmt.Errorf("write the verdicts: %w", ferr)
-	}
-	return err
+	return pr.end(err, walkErr())
 }
 
 func writeJSON(w io.Writer, v any) error {

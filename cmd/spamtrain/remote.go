@@ -351,7 +351,7 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
-	pr := &printer{e: e, asJSON: a.asJSON}
+	pr := newPrinter(e, a.asJSON)
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	type answer struct {
 		path string
@@ -389,7 +389,7 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 		}
 		return pr.print(cl)
 	})
-	return pr.err(err, walkErr())
+	return pr.end(err, walkErr())
 }
 
 func remoteWeights(ws []control.Weight) []weight {
