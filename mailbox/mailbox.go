@@ -374,26 +374,16 @@ func (w *walker) message(path, label string) error {
 	if w.count {
 		return w.emit(Message{Path: path, Label: label})
 	}
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	raw, truncated, err := readCapped(f, w.max, sizeOf(f))
+	raw, truncated, err := readCapped(f, w.max, size)
 	if err != nil {
 		return err
 	}
 	return w.emit(Message{Path: path, Raw: raw, Label: label, Truncated: truncated})
-}
-
-// sizeOf returns the size of f if it is a regular file, else -1: a hint
-// that lets a reader take one buffer of the right size instead of growing
-// one, which a run over a corpus of small files pays for at every file.
-func sizeOf(f *os.File) int64 {
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		return fi.Size()
-	}
-	return -1
 }
 
 // file reads a file that may be one message or an mbox.
@@ -401,12 +391,12 @@ func (w *walker) file(path, label string) error {
 	if err := w.checkCtx(); err != nil {
 		return err
 	}
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return w.stream(path, f, label, sizeOf(f))
+	return w.stream(path, f, label, size)
 }
 
 // stream reads r, named name, as one message or, if it begins with a
