@@ -253,7 +253,31 @@ func runRestore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return restoreDump(ctx, e.stdout, st, in, &a.users, a.as)
+	// A restore writes its rows through Badger's memtables, some 35
+	// bytes a row on disk. Into a new store it ends with a compaction,
+	// which folds them into the sealed file a first training writes, 12
+	// or 13 bytes a row: trec07-late's model of 2.1 million rows, restored
+	// into a new store in 8.4 s, took 69 MB, and 27 MB after a compaction
+	// of 0.8 s. Into a store with other models, compacting would rewrite
+	// them all, and is left to spamtrain compact.
+	fresh := false
+	if st.badger != nil {
+		if fresh, err = empty(ctx, st); err != nil {
+			return err
+		}
+	}
+	if err := restoreDump(ctx, e.stdout, st, in, &a.users, a.as); err != nil {
+		return err
+	}
+	if !fresh {
+		return nil
+	}
+	c, err := st.Compact(ctx)
+	if err != nil {
+		return fmt.Errorf("the models are restored, but compacting the new store failed: %w; run spamtrain compact", err)
+	}
+	printCompacted(e, c)
+	return nil
 }
 
 // remoteRestore restores a dump into the daemon's store.

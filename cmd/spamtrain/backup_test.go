@@ -48,6 +48,11 @@ func TestDumpRestore(t *testing.T) {
 	if !strings.Contains(out, "(global): restored") || !strings.Contains(out, "alice@example.org: restored") {
 		t.Errorf("restore printed %q", out)
 	}
+	// Into a new store, the restore ends with a compaction that folds
+	// the rows into the sealed file.
+	if fi, err := os.Stat(filepath.Join(dst, "sealed-rows")); !strings.Contains(out, "compact: ") || err != nil || fi.Size() == 0 {
+		t.Errorf("a restore into a new store left no sealed file (%v) or printed no compaction: %q", err, out)
+	}
 	if second := mustRun(t, "", "dump", "--db", dst); second != first {
 		t.Fatalf("dump → restore → dump differs: %d bytes against %d", len(second), len(first))
 	}
@@ -78,7 +83,9 @@ func TestDumpRestore(t *testing.T) {
 	if got := mustRun(t, "", "dump", "--db", dst); strings.Contains(got, "alice") {
 		t.Error("the deleted model is still in the dump")
 	}
-	mustRun(t, first, "restore", "--db", dst, "--user", "alice@example.org", "-")
+	if out := mustRun(t, first, "restore", "--db", dst, "--user", "alice@example.org", "-"); strings.Contains(out, "compact: ") {
+		t.Errorf("a restore into a store with a model compacted it: %q", out)
+	}
 	mustRun(t, first, "restore", "--db", dst, "--user", "alice@example.org", "--as", "bob@example.org", "-")
 	if got := mustRun(t, "", "dump", "--db", dst, "--user", "", "--user", "alice@example.org"); got != first {
 		t.Error("the model restored from standard input differs")
