@@ -27,7 +27,12 @@ import (
 // pointer. Held as a string each, the shared level's quarter of a million
 // tokens were as many objects for the garbage collector to mark at every
 // cycle, in a daemon's cache as in a training; a token handed out is a
-// string into the arena, whose bytes are never written again.
+// string into the arena, whose bytes are never written again. An emptied
+// shard's arena lives on while tokens point into it, those in the
+// states' tables among them, which turn over in a few hundred messages
+// where a shard fills in thousands: over trec07-late's 37,709 messages the
+// live heap after a collection was 15-26 MB, against 13-21 MB with a
+// string a token.
 const (
 	cacheShards   = 64
 	cacheShardMax = 4096  // entries per shard: about 260k in all
