@@ -20,6 +20,9 @@ import (
 // training messages.
 type regularFile struct{ fd int }
 
+// maxRead bounds one read(2).
+const maxRead = 1 << 30
+
 // openRegular opens path for reading and returns it with its size, or
 // ErrNotRegular if it is not a regular file. It opens without blocking, so
 // that a named pipe put where a file was is refused, not waited on.
@@ -52,6 +55,11 @@ func openRegular(path string) (*regularFile, int64, error) {
 func (f *regularFile) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
+	}
+	// Darwin and the BSDs refuse a read of more than INT_MAX bytes with
+	// EINVAL; a short read is what the caller expects anyway.
+	if len(p) > maxRead {
+		p = p[:maxRead]
 	}
 	for {
 		n, err := unix.Read(f.fd, p)

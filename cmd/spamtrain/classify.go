@@ -152,7 +152,13 @@ func (p *printer) fail(path, why string) error {
 	if !p.asJSON {
 		return nil
 	}
-	return writeJSON(p.out, classification{Path: path, Error: why})
+	if err := writeJSON(p.out, classification{Path: path, Error: why}); err != nil {
+		return err
+	}
+	if p.flushEach {
+		return p.out.Flush()
+	}
+	return nil
 }
 
 func (p *printer) print(c classification) error {
@@ -160,8 +166,8 @@ func (p *printer) print(c classification) error {
 		if err := writeJSON(p.out, c); err != nil {
 			return err
 		}
-	} else {
-		writeText(p.out, c)
+	} else if err := writeText(p.out, c); err != nil {
+		return err
 	}
 	if p.flushEach {
 		return p.out.Flush()
@@ -257,16 +263,17 @@ func writeJSON(w io.Writer, v any) error {
 // posterior; then with -v the weightiest features indented, each with its
 // share of the score. The score is a natural logarithm of odds, so the
 // shares are in nats: +0.69 doubles the odds of spam.
-func writeText(w io.Writer, c classification) {
-	fmt.Fprintf(w, "%s\t%s\t%.6f\t%+.3f", c.Path, c.Verdict, c.Probability, c.Score)
+func writeText(w io.Writer, c classification) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\t%s\t%.6f\t%+.3f", c.Path, c.Verdict, c.Probability, c.Score)
 	if len(c.Posterior) > 2 {
 		var ps []string
 		for _, class := range slices.Sorted(maps.Keys(c.Posterior)) {
 			ps = append(ps, fmt.Sprintf("%s=%.6f", class, c.Posterior[class]))
 		}
-		fmt.Fprintf(w, "\t%s", strings.Join(ps, " "))
+		fmt.Fprintf(&b, "\t%s", strings.Join(ps, " "))
 	}
-	fmt.Fprintln(w)
+	b.WriteByte('\n')
 	other := cmp.Or(c.TowardOther, "ham")
 	for _, side := range []struct {
 		name string
@@ -279,15 +286,17 @@ func writeText(w io.Writer, c classification) {
 		for i, x := range side.ws {
 			parts[i] = fmt.Sprintf("%s(%+.2f)", x.Token, x.Weight)
 		}
-		fmt.Fprintf(w, "\ttoward %s, in nats of log-odds: %s\n", side.name, strings.Join(parts, " "))
+		fmt.Fprintf(&b, "\ttoward %s, in nats of log-odds: %s\n", side.name, strings.Join(parts, " "))
 	}
 	if len(c.Measures) > 0 {
 		parts := make([]string, len(c.Measures))
 		for i, m := range c.Measures {
 			parts[i] = m.text
 		}
-		fmt.Fprintf(w, "\tmeasures: %s\n", strings.Join(parts, " "))
+		fmt.Fprintf(&b, "\tmeasures: %s\n", strings.Join(parts, " "))
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // isTerminal reports whether w is a terminal.
