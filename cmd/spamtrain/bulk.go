@@ -14,14 +14,17 @@ import (
 // bulkGCPercent is the collector's GOGC while bulkTrain learns.
 const bulkGCPercent = 50
 
-// loadMemTableBytes is the memtable size a Badger store is opened with
-// for a bulk load, which writes only the seen records and totals through
-// it (a few megabytes for tens of thousands of messages). Badger allocates
-// its memtable at open, 21 MB at the default 16 MiB, in the Go heap: it
-// was never touched while the model was learned in memory, but counted
-// towards the collector's goal all the same, which let that much more
-// garbage pile up.
-const loadMemTableBytes = 1 << 20
+// smallMemTableBytes is the memtable size a Badger store is opened with
+// by a command that writes little or nothing through it: a bulk load,
+// which writes only the seen records and totals (a few megabytes for
+// tens of thousands of messages), and the commands that only read.
+// Badger allocates its memtable at open, 21 MB at the default 16 MiB, in
+// the Go heap: it is never touched, but counts towards the collector's
+// goal all the same, which lets that much more garbage pile up, each
+// page of it new to the process. Classifying SpamAssassin's last 1,209
+// messages in one process took 30% fewer page faults with the small
+// one, and peaked at 20 MB less.
+const smallMemTableBytes = 1 << 20
 
 // reopenForLoad opens a Badger store again with the memtable of a bulk
 // load. Between the close and the open another process could take the
@@ -36,7 +39,7 @@ func (m *modelStore) reopenForLoad(ctx context.Context) error {
 		return fmt.Errorf("close the store to open it for a bulk load: %w", err)
 	}
 	o := m.opts
-	o.MemTableBytes = loadMemTableBytes
+	o.MemTableBytes = smallMemTableBytes
 	st, err := badgerstore.Open(ctx, m.dir, o)
 	if err != nil {
 		return storeOpenError(m.dir, err)

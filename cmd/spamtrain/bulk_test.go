@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,4 +68,27 @@ func TestBulkTrain(t *testing.T) {
 		t.Fatalf("the bulk-trained model differs from the batch-trained one:\n%.300s\n---\n%.300s", dumps[bulk], dumps[batched])
 	}
 	t.Logf("%d messages, %d lines of dump alike", len(lines), strings.Count(dumps[bulk], "\n"))
+}
+
+// TestReadsOnlyMemTable: a command that only reads opens Badger with the
+// small memtable, one that writes with Badger's default.
+func TestReadsOnlyMemTable(t *testing.T) {
+	db := t.TempDir()
+	for _, tt := range []struct {
+		readsOnly bool
+		want      int64
+	}{{true, smallMemTableBytes}, {false, 0}} {
+		mf := modelFlags{db: db, readsOnly: tt.readsOnly}
+		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		_, st, err := mf.open(context.Background(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.opts.MemTableBytes; got != tt.want {
+			t.Errorf("readsOnly %v: memtable %d bytes, want %d", tt.readsOnly, got, tt.want)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -197,6 +197,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	a.mf.readsOnly = true
 	f, st, err := a.mf.open(ctx, e)
 	if err != nil {
 		return err

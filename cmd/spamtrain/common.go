@@ -73,6 +73,8 @@ type modelFlags struct {
 	user    string
 	sets    listFlag
 	workers int
+	// readsOnly is set by a command that only reads the model.
+	readsOnly bool
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, withUser bool) {
@@ -163,6 +165,8 @@ type storeChoice struct {
 	db     string
 	cfg    config.Store      // the cache's size; for Redis, the server
 	filter map[string]string // spamd's [filter], for Redis
+	// readsOnly says that the command writes nothing to the store.
+	readsOnly bool
 }
 
 // choose decides the store: --redis (or $SPAMD_REDIS) names a Redis
@@ -227,6 +231,7 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 	if err != nil {
 		return nil, nil, err
 	}
+	ch.readsOnly = m.readsOnly
 	cfg, err := m.filterConfig(ch.filter)
 	if err != nil {
 		return nil, nil, err
@@ -281,6 +286,9 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		o := badgerstore.Options{Logger: e.log, CacheBytes: int64(ch.cfg.CacheMB) << 20, WarmByNeed: true}
 		if ch.cfg.CacheMB == 0 {
 			o.CacheBytes = -1
+		}
+		if ch.readsOnly {
+			o.MemTableBytes = smallMemTableBytes
 		}
 		st, err := badgerstore.Open(ctx, ch.db, o)
 		if err != nil {

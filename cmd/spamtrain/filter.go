@@ -247,6 +247,7 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 	defer cancel()
 	// The store is opened before the message is read: one that spamd
 	// holds is used through spamd (viaDaemon), which reads the message.
+	a.mf.readsOnly = true
 	f, st, openErr := a.mf.open(ctx, e)
 	if errors.Is(openErr, errStoreLocked) {
 		return openErr

@@ -48,6 +48,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError(err)
 	}
+	mf.readsOnly = true
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
 		return err
