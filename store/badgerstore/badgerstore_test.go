@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -785,11 +784,10 @@ func TestWarm(t *testing.T) {
 	}
 }
 
-// TestWarmByNeed checks that with Options.WarmByNeed a model in Badger is
-// read into the cache whole once lookups have missed the cache for as
-// many tokens as warmPoint says (an eighth of its vocabulary), and one in
-// the sealed file alone is indexed once lookups have read as many tokens
-// as indexPoint says (a third); each only then, only if it fits, and with
+// TestWarmByNeed checks that with Options.WarmByNeed a model is read into
+// the cache whole once lookups have missed the cache for as many tokens
+// as warmPoint says (an eighth of its vocabulary read from Badger, two
+// thirds from the sealed file), and only then, only if it fits, and with
 // what the store holds.
 func TestWarmByNeed(t *testing.T) {
 	ctx := context.Background()
@@ -820,24 +818,21 @@ func TestWarmByNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	due := int(tot.Vocabulary+7) / 8      // misses that make a warm of Badger's rows pay
-	dueIndex := int(tot.Vocabulary+2) / 3 // tokens read that make an index of the sealed file's pay
+	due := int(tot.Vocabulary+7) / 8         // misses that make a warm of Badger's rows pay
+	dueSealed := int(2*tot.Vocabulary+2) / 3 // and of the sealed file's
 	for _, tc := range []struct {
-		name      string
-		dir       string
-		opts      Options
-		misses    int
-		wantWarm  bool
-		wantIndex bool
+		name     string
+		dir      string
+		opts     Options
+		misses   int
+		wantWarm bool
 	}{
-		{"off", applied, Options{}, 2 * due, false, false},
-		{"not yet", applied, Options{WarmByNeed: true}, due - 1, false, false},
-		{"due", applied, Options{WarmByNeed: true}, due, true, false},
-		{"does not fit", applied, Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false, false},
-		{"sealed, off", sealed, Options{}, 2 * dueIndex, false, false},
-		{"sealed, not yet", sealed, Options{WarmByNeed: true}, dueIndex - 1, false, false},
-		{"sealed, due", sealed, Options{WarmByNeed: true}, dueIndex, false, true},
-		{"sealed, does not fit", sealed, Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * dueIndex, false, false},
+		{"off", applied, Options{}, 2 * due, false},
+		{"not yet", applied, Options{WarmByNeed: true}, due - 1, false},
+		{"due", applied, Options{WarmByNeed: true}, due, true},
+		{"does not fit", applied, Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false},
+		{"sealed, not yet", sealed, Options{WarmByNeed: true}, dueSealed - 1, false},
+		{"sealed, due", sealed, Options{WarmByNeed: true}, dueSealed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t, tc.dir, tc.opts)
@@ -855,99 +850,10 @@ func TestWarmByNeed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s.idxWG.Wait()
 			t.Logf("%d misses, vocabulary %d", len(absent), tot.Vocabulary)
-			if got := s.index("", s.section("")) != nil; got != tc.wantIndex {
-				t.Errorf("indexed %v, want %v", got, tc.wantIndex)
-			}
 			checkCached(t, s, hs, want, tc.wantWarm)
 		})
 	}
-}
-
-// TestIndexStale: an index is not used once Badger holds rows of its
-// user, nor after its sealed file is replaced, nor after the user's
-// model is deleted; lookups then answer what the store holds.
-func TestIndexStale(t *testing.T) {
-	ctx := context.Background()
-	ops := fortyMessages(9)
-	hs := hashesOf(ops)
-	mem := store.NewMemory()
-	defer mem.Close()
-	if _, err := mem.Apply(ctx, "", ops); err != nil {
-		t.Fatal(err)
-	}
-	more := []store.Op{storetest.Train("more", "spam", map[bow.Hash]uint32{hs[0]: 5, hs[1]: 1})}
-	after := store.NewMemory()
-	defer after.Close()
-	if _, err := after.Apply(ctx, "", append(slices.Clone(ops), more...)); err != nil {
-		t.Fatal(err)
-	}
-	trained, err := after.Lookup(ctx, "", hs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name   string
-		change func(*testing.T, *Store)
-		want   []store.Counts
-	}{
-		{"trained", func(t *testing.T, s *Store) {
-			if _, err := s.Apply(ctx, "", more); err != nil {
-				t.Fatal(err)
-			}
-		}, trained},
-		{"compacted", func(t *testing.T, s *Store) {
-			if _, err := s.Apply(ctx, "", more); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Compact(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}, trained},
-		{"deleted", func(t *testing.T, s *Store) {
-			if err := s.DeleteUser(ctx, ""); err != nil {
-				t.Fatal(err)
-			}
-		}, make([]store.Counts, len(hs))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := open(t, t.TempDir(), Options{WarmByNeed: true})
-			defer s.Close()
-			if err := s.Load(ctx, mem); err != nil {
-				t.Fatal(err)
-			}
-			sec := s.section("")
-			if _, err := s.buildIndex(ctx, "", sec); err != nil {
-				t.Fatal(err)
-			}
-			if s.index("", sec) == nil {
-				t.Fatal("no index after a build")
-			}
-			tc.change(t, s)
-			got, err := s.Lookup(ctx, "", hs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range hs {
-				if g, w := trimZeros(got[i]), trimZeros(tc.want[i]); !slices.Equal(g, w) {
-					t.Fatalf("token %x: %v after the change, want %v", hs[i], g, w)
-				}
-			}
-		})
-	}
-}
-
-// trimZeros returns row without its trailing zeros, nil if none is left.
-func trimZeros(row store.Counts) store.Counts {
-	n := len(row)
-	for n > 0 && row[n-1] == 0 {
-		n--
-	}
-	if n == 0 {
-		return nil
-	}
-	return row[:n]
 }
 
 func TestWarmInBackground(t *testing.T) {
@@ -1188,61 +1094,4 @@ func TestWarmWhole(t *testing.T) {
 	if n := misses(small, "", absent); n != len(absent) {
 		t.Errorf("after a warm cut short, %d of %d absent tokens missed", n, len(absent))
 	}
-}
-
-// TestIndexConcurrent looks up a sealed model from several goroutines
-// while its index is built in the background, every answer the model's,
-// and closes a store while a build runs, which stops it.
-func TestIndexConcurrent(t *testing.T) {
-	ctx := context.Background()
-	ops := fortyMessages(11)
-	hs := hashesOf(ops)
-	mem := store.NewMemory()
-	defer mem.Close()
-	if _, err := mem.Apply(ctx, "", ops); err != nil {
-		t.Fatal(err)
-	}
-	want, err := mem.Lookup(ctx, "", hs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	s := open(t, dir, Options{WarmByNeed: true})
-	if err := s.Load(ctx, mem); err != nil {
-		t.Fatal(err)
-	}
-	s.startIndex("", s.section(""))
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 50 {
-				part := hs[(g*50+i)%len(hs):]
-				part = part[:min(len(part), 100)]
-				got, err := s.Lookup(ctx, "", part)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for k := range part {
-					if gr, wr := trimZeros(got[k]), trimZeros(want[(g*50+i)%len(hs)+k]); !slices.Equal(gr, wr) {
-						t.Errorf("token %x: %v, want %v", part[k], gr, wr)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	s.idxWG.Wait()
-	if s.index("", s.section("")) == nil {
-		t.Error("no index after the build")
-	}
-	s.Close()
-
-	s = open(t, dir, Options{WarmByNeed: true})
-	s.startIndex("", s.section(""))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s.idxWG.Wait()
 }

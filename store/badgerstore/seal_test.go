@@ -627,25 +627,4 @@ func BenchmarkLookupSealed(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perMessage), "ns/token")
 		})
 	}
-	sec := sealed.section("")
-	b.Run("build-index", func(b *testing.B) {
-		for range b.N {
-			if _, err := sealed.buildIndex(ctx, "", sec); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
-	})
-	b.Run("index", func(b *testing.B) {
-		idx, err := sealed.buildIndex(ctx, "", sec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for i := range b.N {
-			msg := messages[i%len(messages)]
-			lookupIndex(idx, msg, make([]store.Counts, len(msg)), 4)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perMessage), "ns/token")
-	})
 }
