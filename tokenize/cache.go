@@ -41,11 +41,6 @@ const (
 	// token takes on average. A shard whose arena fills up is emptied as
 	// one whose map does.
 	arenaSize = 24 * cacheShardMax
-	// firstArena is a shard's first arena, which doubles up to
-	// arenaSize. Made at arenaSize, the 64 arenas cost 6 MB of zeroed
-	// memory before the first token was handed out: 54% of what a
-	// spamtrain classify of one message allocated.
-	firstArena = 2 * maxCachedLen
 	// maxCachedLen is the longest token cached: a longer one is mostly
 	// a URL or a header seen once, and would take much of an arena.
 	maxCachedLen = 256
@@ -100,19 +95,11 @@ func (c *cache) put(h uint64, tok string) string {
 	s := &c.shards[h%cacheShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case len(s.m) >= cacheShardMax || len(s.arena)+len(tok) > arenaSize:
+	if len(s.m) >= cacheShardMax || len(s.arena)+len(tok) > cap(s.arena) {
 		// The strings handed out keep the old arena for as long as
-		// they live; the new one is written from its start, at its
-		// full size, since a shard that filled once fills again.
+		// they live; the new one is written from its start.
 		clear(s.m)
 		s.arena = make([]byte, 0, arenaSize)
-	case len(s.arena)+len(tok) > cap(s.arena):
-		// A copy keeps every token at its place; those handed out
-		// keep the old array.
-		a := make([]byte, len(s.arena), min(max(2*cap(s.arena), firstArena), arenaSize))
-		copy(a, s.arena)
-		s.arena = a
 	}
 	at := uint64(len(s.arena))<<32 | uint64(len(tok))
 	s.arena = append(s.arena, tok...)
