@@ -102,19 +102,61 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side, each with its share of the score in nats of log-odds")
 	top := fs.Int("top", 10, "features listed toward each side with -v")
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
+	filesFrom := fs.String("files-from", "", "also classify the paths listed in FILE, one a line ('-' for standard input)")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError(err)
 	}
-	if fs.NArg() == 0 {
-		return nil, fmt.Errorf("%w: name the messages to classify: PATH... or -", errUsage)
+	if fs.NArg() == 0 && *filesFrom == "" {
+		return nil, fmt.Errorf("%w: name the messages to classify: PATH... or -, or --files-from FILE", errUsage)
 	}
 	if *verbose {
 		a.explain = max(1, *top)
 	}
 	for _, p := range fs.Args() {
+		if p == "-" && *filesFrom == "-" {
+			return nil, fmt.Errorf("%w: standard input cannot hold both a message (-) and the list of --files-from -", errUsage)
+		}
 		a.sources = append(a.sources, source{path: p})
 	}
+	if *filesFrom != "" {
+		paths, err := readPathList(e, *filesFrom)
+		if err != nil {
+			return nil, fmt.Errorf("--files-from: %w", err)
+		}
+		for _, p := range paths {
+			a.sources = append(a.sources, source{path: p})
+		}
+	}
 	return a, nil
+}
+
+// readPathList reads the paths listed in name, one a line, or on standard
+// input for "-". A list of thousands of paths goes to one process, where
+// xargs would split it into several, each opening the store and reading
+// its model anew. Empty lines are skipped; a path is the whole line, as
+// find prints it, spaces and all.
+func readPathList(e *env, name string) ([]string, error) {
+	var r io.Reader = e.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	var paths []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if p := strings.TrimSuffix(sc.Text(), "\r"); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return paths, nil
 }
 
 // printer prints classifications in order and counts the messages that

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -448,5 +449,60 @@ func TestClassifyWriteError(t *testing.T) {
 		if code := run(context.Background(), e, args); code == 0 || !strings.Contains(errOut.String(), "broken pipe") {
 			t.Errorf("json %v: exit %d, stderr %q; want a failure naming the broken pipe", asJSON, code, errOut.String())
 		}
+	}
+}
+
+// TestClassifyFilesFrom: --files-from reads the paths to classify from a
+// file or standard input, beside those named, in order; a path it lists
+// that cannot be read is reported as a named one is, and the rest are
+// classified.
+func TestClassifyFilesFrom(t *testing.T) {
+	db := t.TempDir()
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	msgs, err := filepath.Glob(filepath.Join(spam, "*"))
+	if err != nil || len(msgs) < 3 {
+		t.Fatalf("sample spam: %v, %d files", err, len(msgs))
+	}
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list")
+	// A CRLF line and an empty one are read as a path and skipped.
+	if err := os.WriteFile(list, []byte(msgs[1]+"\r\n\n"+msgs[2]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.eml")
+	for _, tc := range []struct {
+		name     string
+		stdin    string
+		args     []string
+		want     []string // paths printed, in order
+		wantCode int
+		wantErr  string
+	}{
+		{"file", "", []string{"--files-from", list}, msgs[1:3], 0, ""},
+		{"named first", "", []string{"--files-from", list, msgs[0]}, msgs[:3], 0, ""},
+		{"stdin", msgs[2] + "\n" + msgs[0] + "\n", []string{"--files-from", "-"}, []string{msgs[2], msgs[0]}, 0, ""},
+		{"unreadable path", missing + "\n" + msgs[0] + "\n", []string{"--files-from", "-"}, []string{msgs[0]}, 1, "missing.eml"},
+		{"no list", "", []string{"--files-from", filepath.Join(dir, "nolist")}, nil, 1, "--files-from"},
+		{"stdin twice", "", []string{"--files-from", "-", "-"}, nil, 2, "standard input"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"classify", "--db", db}, tc.args...)
+			code, out, errOut := spamtrain(t, tc.stdin, args...)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d naming %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if p, _, ok := strings.Cut(line, "\t"); ok {
+					got = append(got, p)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("classified %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
