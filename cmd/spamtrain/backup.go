@@ -80,6 +80,7 @@ func runDump(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	a.mf.readsOnly = true
 	st, err := a.mf.store(ctx, e)
 	if err != nil {
 		return err

@@ -71,21 +71,33 @@ func TestBulkTrain(t *testing.T) {
 }
 
 // TestReadsOnlyMemTable: a command that only reads opens Badger with the
-// small memtable, one that writes with Badger's default.
+// small memtable, one that writes with Badger's default, whether it opens
+// a filter over the store or the store alone.
 func TestReadsOnlyMemTable(t *testing.T) {
 	db := t.TempDir()
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	withFilter := func(mf *modelFlags) (*modelStore, error) {
+		_, st, err := mf.open(context.Background(), e)
+		return st, err
+	}
+	storeAlone := func(mf *modelFlags) (*modelStore, error) { return mf.store(context.Background(), e) }
 	for _, tt := range []struct {
+		name      string
+		open      func(*modelFlags) (*modelStore, error)
 		readsOnly bool
 		want      int64
-	}{{true, smallMemTableBytes}, {false, 0}} {
-		mf := modelFlags{db: db, readsOnly: tt.readsOnly}
-		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		_, st, err := mf.open(context.Background(), e)
+	}{
+		{"filter, reads", withFilter, true, smallMemTableBytes},
+		{"filter, writes", withFilter, false, 0},
+		{"store, reads", storeAlone, true, smallMemTableBytes},
+		{"store, writes", storeAlone, false, 0},
+	} {
+		st, err := tt.open(&modelFlags{db: db, readsOnly: tt.readsOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := st.opts.MemTableBytes; got != tt.want {
-			t.Errorf("readsOnly %v: memtable %d bytes, want %d", tt.readsOnly, got, tt.want)
+			t.Errorf("%s: memtable %d bytes, want %d", tt.name, got, tt.want)
 		}
 		if err := st.Close(); err != nil {
 			t.Fatal(err)

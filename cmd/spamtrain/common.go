@@ -73,7 +73,8 @@ type modelFlags struct {
 	user    string
 	sets    listFlag
 	workers int
-	// readsOnly is set by a command that only reads the model.
+	// readsOnly is set by a command that writes nothing to the store,
+	// which is then opened with a small memtable (smallMemTableBytes).
 	readsOnly bool
 }
 
@@ -165,8 +166,6 @@ type storeChoice struct {
 	db     string
 	cfg    config.Store      // the cache's size; for Redis, the server
 	filter map[string]string // spamd's [filter], for Redis
-	// readsOnly says that the command writes nothing to the store.
-	readsOnly bool
 }
 
 // choose decides the store: --redis (or $SPAMD_REDIS) names a Redis
@@ -231,12 +230,11 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 	if err != nil {
 		return nil, nil, err
 	}
-	ch.readsOnly = m.readsOnly
 	cfg, err := m.filterConfig(ch.filter)
 	if err != nil {
 		return nil, nil, err
 	}
-	ms, err := openStore(ctx, e, ch)
+	ms, err := openStore(ctx, e, ch, m.readsOnly)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -255,11 +253,12 @@ func (m *modelFlags) store(ctx context.Context, e *env) (*modelStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, e, ch)
+	return openStore(ctx, e, ch, m.readsOnly)
 }
 
-// openStore opens the store ch names.
-func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error) {
+// openStore opens the store ch names, for a command that writes nothing
+// to it if readsOnly.
+func openStore(ctx context.Context, e *env, ch storeChoice, readsOnly bool) (*modelStore, error) {
 	var ms *modelStore
 	if ch.redis {
 		o, err := redisOptions(ch.cfg.Redis)
@@ -287,7 +286,7 @@ func openStore(ctx context.Context, e *env, ch storeChoice) (*modelStore, error)
 		if ch.cfg.CacheMB == 0 {
 			o.CacheBytes = -1
 		}
-		if ch.readsOnly {
+		if readsOnly {
 			o.MemTableBytes = smallMemTableBytes
 		}
 		st, err := badgerstore.Open(ctx, ch.db, o)

@@ -245,9 +245,9 @@ func runFilter(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
+	a.mf.readsOnly = true
 	// The store is opened before the message is read: one that spamd
 	// holds is used through spamd (viaDaemon), which reads the message.
-	a.mf.readsOnly = true
 	f, st, openErr := a.mf.open(ctx, e)
 	if errors.Is(openErr, errStoreLocked) {
 		return openErr

@@ -158,6 +158,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	mf.readsOnly = true
 	_, st, err := mf.open(ctx, e)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ func runUsers(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	mf.readsOnly = true
 	st, err := mf.store(ctx, e)
 	if err != nil {
 		return err
