@@ -115,6 +115,7 @@ func usageError(err error) error {
 }
 
 func main() {
+	deferFirstCollection()
 	e := &env{
 		stdin:  os.Stdin,
 		stdout: os.Stdout,

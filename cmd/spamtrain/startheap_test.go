@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+// gcPercent returns the collector's GOGC.
+func gcPercent() int {
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
+}
+
+func TestDeferFirstCollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tc := range []struct {
+		name       string
+		gogc       string // "" for unset
+		start, end int
+	}{
+		{"unset", "", 100 * startHeap / defaultHeapMinimum, 100},
+		{"set by the user", "100", 100, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			if tc.gogc == "" {
+				os.Unsetenv("GOGC")
+			}
+			debug.SetGCPercent(100)
+			deferFirstCollection()
+			if got := gcPercent(); got != tc.start {
+				t.Fatalf("before the first collection GOGC is %d, want %d", got, tc.start)
+			}
+			runtime.GC()
+			deadline := time.Now().Add(10 * time.Second)
+			for gcPercent() != tc.end && time.Now().Before(deadline) {
+				runtime.GC()
+				time.Sleep(time.Millisecond)
+			}
+			if got := gcPercent(); got != tc.end {
+				t.Errorf("after it GOGC is %d, want %d", got, tc.end)
+			}
+		})
+	}
+}
