@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/store"
@@ -83,7 +82,7 @@ func bulkTrain(ctx context.Context, e *env, f *filter.Filter, st *modelStore, us
 	// training faster than it had been at 100. A GOGC the user set is
 	// left alone.
 	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(bulkGCPercent))
+		defer setGCPercent(setGCPercent(bulkGCPercent))
 	}
 	mem := store.NewMemory()
 	defer mem.Close()

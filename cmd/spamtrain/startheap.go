@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // startHeap is the heap a run grows to before its first collection. Left
@@ -20,6 +21,14 @@ const startHeap = 16 << 20
 // which it scales by GOGC/100.
 const defaultHeapMinimum = 4 << 20
 
+// gcPace is the GOGC a run is to have after its first collection, while
+// that collection has not run.
+var gcPace struct {
+	sync.Mutex
+	deferred bool
+	after    int
+}
+
 // deferFirstCollection raises the first heap goal to startHeap, and puts
 // back the collector's pace once that first collection has run. A GOGC
 // the user set is left as it is.
@@ -27,10 +36,32 @@ func deferFirstCollection() {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}
-	prev := debug.SetGCPercent(100 * startHeap / defaultHeapMinimum)
+	gcPace.Lock()
+	defer gcPace.Unlock()
+	gcPace.deferred = true
+	gcPace.after = debug.SetGCPercent(100 * startHeap / defaultHeapMinimum)
 	// The first collection finds the sentinel unreachable and runs its
 	// cleanup. It is larger than the tiny allocator's 16 bytes, whose
 	// blocks are freed, and cleaned up, only with their neighbours.
 	sentinel := new([32]byte)
-	runtime.AddCleanup(sentinel, func(gogc int) { debug.SetGCPercent(gogc) }, prev)
+	runtime.AddCleanup(sentinel, func(struct{}) {
+		gcPace.Lock()
+		defer gcPace.Unlock()
+		gcPace.deferred = false
+		debug.SetGCPercent(gcPace.after)
+	}, struct{}{})
+}
+
+// setGCPercent sets GOGC to p, as debug.SetGCPercent does, and returns
+// the one it replaces; before the first collection it sets the GOGC that
+// is to follow it.
+func setGCPercent(p int) int {
+	gcPace.Lock()
+	defer gcPace.Unlock()
+	if gcPace.deferred {
+		prev := gcPace.after
+		gcPace.after = p
+		return prev
+	}
+	return debug.SetGCPercent(p)
 }

@@ -22,8 +22,8 @@ func TestDeferFirstCollection(t *testing.T) {
 		gogc       string // "" for unset
 		start, end int
 	}{
-		{"unset", "", 100 * startHeap / defaultHeapMinimum, 100},
-		{"set by the user", "100", 100, 100},
+		{"unset", "", 100 * startHeap / defaultHeapMinimum, bulkGCPercent},
+		{"set by the user", "100", 100, bulkGCPercent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
@@ -34,6 +34,10 @@ func TestDeferFirstCollection(t *testing.T) {
 			deferFirstCollection()
 			if got := gcPercent(); got != tc.start {
 				t.Fatalf("before the first collection GOGC is %d, want %d", got, tc.start)
+			}
+			// A pace set before the first collection is the one after it.
+			if prev := setGCPercent(tc.end); prev != 100 {
+				t.Errorf("setGCPercent before the first collection returned %d, want 100", prev)
 			}
 			runtime.GC()
 			deadline := time.Now().Add(10 * time.Second)
