@@ -288,6 +288,7 @@ func openStore(ctx context.Context, e *env, ch storeChoice, readsOnly bool) (*mo
 		}
 		if readsOnly {
 			o.MemTableBytes = smallMemTableBytes
+			o.ReadOnly = true
 		}
 		st, err := badgerstore.Open(ctx, ch.db, o)
 		if err != nil {

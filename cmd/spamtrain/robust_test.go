@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,9 @@ func TestInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts spamtrain processes")
 	}
+	if _, err := os.Stat("/proc/self/maps"); err != nil {
+		t.Skip("tells that spamtrain has opened the store from /proc, which this system lacks")
+	}
 	isolate(t)
 	db := trainSample(t)
 	self, err := os.Executable()
@@ -198,8 +202,8 @@ func TestInterrupt(t *testing.T) {
 			go func() { done <- cmd.Wait() }()
 			// The start of a message, and then nothing, ever.
 			writer.WriteString("From: a@example.net\nSubject: never ends\n\n")
-			// Interrupt once it holds the store and reads.
-			waitFile(t, filepath.Join(db, "LOCK"), done)
+			// Interrupt once it has opened the store and reads.
+			waitMapped(t, cmd.Process.Pid, db, done)
 			time.Sleep(200 * time.Millisecond)
 			sent := time.Now()
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
@@ -229,13 +233,15 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
-// waitFile waits until path exists, failing if the process ends first or
-// it takes 10 s.
-func waitFile(t *testing.T, path string, done <-chan error) {
+// waitMapped waits until process pid maps a file of the directory dir,
+// as it does once it has opened the store there, failing if the process
+// ends first or it takes 10 s.
+func waitMapped(t *testing.T, pid int, dir string, done <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if err == nil && bytes.Contains(maps, []byte(" "+dir+string(filepath.Separator))) {
 			return
 		}
 		select {
@@ -244,7 +250,7 @@ func waitFile(t *testing.T, path string, done <-chan error) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear", path)
+			t.Fatalf("spamtrain did not map a file of %s", dir)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

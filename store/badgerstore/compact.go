@@ -138,7 +138,7 @@ func (s *Store) flush(ctx context.Context, c *store.Compaction) error {
 	var db *badger.DB
 	var f fault
 	if err == nil {
-		db, f, err = s.openDB()
+		db, f, err = s.openDB(false)
 	}
 	if err == nil && f.kind != "" {
 		// The directory turned read-only since writable looked.

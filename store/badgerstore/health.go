@@ -231,6 +231,9 @@ func (s *Store) writable(fresh bool) error {
 // write refused, or nil if the state lets it go on. Unlike writable, it
 // does not look at the directory.
 func (s *Store) refusal() error {
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%w: opened for reading only", store.ErrReadOnly)
+	}
 	err := s.stateErr(true)
 	if err != nil {
 		s.count(FaultRefused)
@@ -650,7 +653,7 @@ func (s *Store) reopen(ctx context.Context) error {
 	if err := s.finishSalvage(); err != nil {
 		return err
 	}
-	db, f, err := s.openDB()
+	db, f, err := s.openDB(false)
 	if err != nil {
 		return err
 	}
@@ -683,7 +686,7 @@ func (s *Store) reopenWritable(ctx context.Context) error {
 		s.fail(FaultClose, fmt.Sprintf("the read-only database did not close within %v", s.opts.CloseTimeout))
 		return errStillClosing
 	}
-	db, f, err := s.openDB()
+	db, f, err := s.openDB(false)
 	if err != nil {
 		// Nothing is open any more: failed, the store retries.
 		s.fail(FaultReopenFailed, fmt.Sprintf("reopening for writing: %v", err))
