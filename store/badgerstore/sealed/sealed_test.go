@@ -2,6 +2,7 @@ package sealed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -266,4 +267,31 @@ func FuzzOpen(f *testing.F) {
 			})
 		}
 	})
+}
+
+// TestUvarint compares uvarint with binary.Uvarint on values of every
+// length, followed by more bytes or cut short.
+func TestUvarint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 100_000 {
+		v := rng.Uint64() >> rng.IntN(64)
+		if i < 300 {
+			v = uint64(i)
+		}
+		b := binary.AppendUvarint(nil, v)
+		b = append(b, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a)
+		for cut := 0; cut <= len(b); cut++ {
+			got, rest, err := uvarint(b[:cut])
+			want, n := binary.Uvarint(b[:cut])
+			if n <= 0 {
+				if err == nil {
+					t.Fatalf("%x: no error", b[:cut])
+				}
+				continue
+			}
+			if err != nil || got != want || len(rest) != cut-n {
+				t.Fatalf("%x: %d, %d bytes left, %v; want %d, %d left", b[:cut], got, len(rest), err, want, cut-n)
+			}
+		}
+	}
 }
