@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -91,7 +92,24 @@ type classifyArgs struct {
 	sources   []source
 	recursive bool
 	asJSON    bool
-	explain   int // features listed toward each side, 0 for none
+	fields    []string // the fields of a line a message, nil for the text or JSON
+	explain   int      // features listed toward each side, 0 for none
+}
+
+// lineFields are the fields --fields may name, as its usage lists them.
+var lineFields = []string{"path", "verdict", "class", "probability", "score", "used", "trained_as"}
+
+// parseFields parses the comma-separated list of --fields.
+func parseFields(list string) ([]string, error) {
+	var fields []string
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(lineFields, f) {
+			return nil, fmt.Errorf("%w: --fields: no field %q; the fields are %s", errUsage, f, strings.Join(lineFields, ", "))
+		}
+		fields = append(fields, f)
+	}
+	return fields, nil
 }
 
 func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
@@ -99,6 +117,7 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	a := &classifyArgs{}
 	a.mf.register(fs, true)
 	fs.BoolVar(&a.asJSON, "json", false, "print one JSON object per message")
+	fields := fs.String("fields", "", "print one line per message of the fields LIST names, comma-separated, among "+strings.Join(lineFields, ", ")+": tab-separated, numbers unrounded, as a script reads them")
 	verbose := fs.Bool("v", false, "also list the features that weighed most toward each side, each with its share of the score in nats of log-odds")
 	top := fs.Int("top", 10, "features listed toward each side with -v")
 	fs.BoolVar(&a.recursive, "recursive", false, "also read Maildir++ subfolders and subdirectories")
@@ -111,6 +130,15 @@ func parseClassifyArgs(e *env, args []string) (*classifyArgs, error) {
 	}
 	if *verbose {
 		a.explain = max(1, *top)
+	}
+	if *fields != "" {
+		if a.asJSON || *verbose {
+			return nil, fmt.Errorf("%w: --fields prints neither JSON nor the features of -v", errUsage)
+		}
+		var err error
+		if a.fields, err = parseFields(*fields); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range fs.Args() {
 		if p == "-" && *filesFrom == "-" {
@@ -169,12 +197,14 @@ type printer struct {
 	out       *bufio.Writer
 	flushEach bool
 	asJSON    bool
+	fields    []string
+	line      []byte     // a line of fields, reused
 	mu        sync.Mutex // the walk reports unreadable files from its own goroutine
 	failed    int
 }
 
-func newPrinter(e *env, asJSON bool) *printer {
-	return &printer{e: e, asJSON: asJSON, out: bufio.NewWriterSize(e.stdout, 64<<10), flushEach: isTerminal(e.stdout)}
+func newPrinter(e *env, a *classifyArgs) *printer {
+	return &printer{e: e, asJSON: a.asJSON, fields: a.fields, out: bufio.NewWriterSize(e.stdout, 64<<10), flushEach: isTerminal(e.stdout)}
 }
 
 // unreadable reports a file or source the walk could not read.
@@ -204,12 +234,20 @@ func (p *printer) fail(path, why string) error {
 }
 
 func (p *printer) print(c classification) error {
-	if p.asJSON {
+	switch {
+	case p.fields != nil:
+		p.line = appendFields(p.line[:0], c, p.fields)
+		if _, err := p.out.Write(p.line); err != nil {
+			return err
+		}
+	case p.asJSON:
 		if err := writeJSON(p.out, c); err != nil {
 			return err
 		}
-	} else if err := writeText(p.out, c); err != nil {
-		return err
+	default:
+		if err := writeText(p.out, c); err != nil {
+			return err
+		}
 	}
 	if p.flushEach {
 		return p.out.Flush()
@@ -251,7 +289,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	// (badgerstore.Options.WarmByNeed).
 	defer st.Close()
 
-	pr := newPrinter(e, a.asJSON)
+	pr := newPrinter(e, a)
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	// Each worker classifies the messages it prepares, so that scoring
 	// runs on every core too; the verdicts are printed in input order.
@@ -299,6 +337,42 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// appendFields appends c's fields, tab-separated, and a newline. Numbers
+// are as JSON has them, unrounded; a path or class that holds a tab or a
+// line break is written as a quoted Go string, so that a line is always
+// one message.
+func appendFields(b []byte, c classification, fields []string) []byte {
+	for i, f := range fields {
+		if i > 0 {
+			b = append(b, '\t')
+		}
+		switch f {
+		case "path":
+			b = appendField(b, c.Path)
+		case "verdict":
+			b = append(b, c.Verdict...)
+		case "class":
+			b = appendField(b, c.Class)
+		case "probability":
+			b = strconv.AppendFloat(b, c.Probability, 'g', -1, 64)
+		case "score":
+			b = strconv.AppendFloat(b, c.Score, 'g', -1, 64)
+		case "used":
+			b = strconv.AppendInt(b, int64(c.Used), 10)
+		case "trained_as":
+			b = appendField(b, c.TrainedAs)
+		}
+	}
+	return append(b, '\n')
+}
+
+func appendField(b []byte, s string) []byte {
+	if strings.ContainsAny(s, "\t\n\r") {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
 }
 
 // writeText prints a classification as one line: path, verdict, spam

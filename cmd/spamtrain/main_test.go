@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -502,6 +503,66 @@ func TestClassifyFilesFrom(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("classified %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClassifyFields(t *testing.T) {
+	db := t.TempDir()
+	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
+	if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
+		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
+	}
+	msgs, err := filepath.Glob(filepath.Join(spam, "*"))
+	if err != nil || len(msgs) < 2 {
+		t.Fatalf("sample spam: %v, %d files", err, len(msgs))
+	}
+	msgs = msgs[:2]
+	// The JSON's values are the ones the fields must print.
+	code, out, errOut := spamtrain(t, "", append([]string{"classify", "--db", db, "--json"}, msgs...)...)
+	if code != 0 {
+		t.Fatalf("classify --json: exit %d: %s", code, errOut)
+	}
+	var want []classification
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var c classification
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, c)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		line     func(c classification) string
+		wantCode int
+		wantErr  string
+	}{
+		{"bench order", []string{"--fields", "path,score,verdict"}, func(c classification) string {
+			return fmt.Sprintf("%s\t%s\t%s", c.Path, strconv.FormatFloat(c.Score, 'g', -1, 64), c.Verdict)
+		}, 0, ""},
+		{"every field", []string{"--fields", "verdict, class,probability,used,trained_as"}, func(c classification) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", c.Verdict, c.Class, strconv.FormatFloat(c.Probability, 'g', -1, 64), c.Used, c.TrainedAs)
+		}, 0, ""},
+		{"unknown field", []string{"--fields", "path,spamicity"}, nil, 2, `no field "spamicity"`},
+		{"with --json", []string{"--fields", "path", "--json"}, nil, 2, "--fields"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"classify", "--db", db}, tc.args...), msgs...)
+			code, out, errOut := spamtrain(t, "", args...)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d naming %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+			if tc.line == nil {
+				return
+			}
+			var lines []string
+			for _, c := range want {
+				lines = append(lines, tc.line(c))
+			}
+			if got := strings.TrimSuffix(out, "\n"); got != strings.Join(lines, "\n") {
+				t.Errorf("printed\n%s\nwant\n%s", got, strings.Join(lines, "\n"))
 			}
 		})
 	}

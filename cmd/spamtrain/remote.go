@@ -351,7 +351,7 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 	if err := checkRemote(&a.mf); err != nil {
 		return err
 	}
-	pr := newPrinter(e, a.asJSON)
+	pr := newPrinter(e, a)
 	in, walkErr := walkSources(ctx, e, a.sources, a.recursive, pr.unreadable)
 	type answer struct {
 		path string
