@@ -226,6 +226,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
+	"golang.org/x/sys/unix"
 )
 
 // Errors of this backend, besides those of package store.
@@ -266,14 +267,15 @@ type Options struct {
 	// that was closed cleanly is opened in Badger's read-only mode, which
 	// writes nothing at open or close, where a writer's open creates a
 	// value log and a write-ahead log and its close flushes and syncs
-	// them: 1 ms to open and close against 9 in a store of a few
-	// thousand messages, most of a short command's own time. Readers share
-	// the directory with each other, not with a writer. A store that
-	// takes writing to open (a write-ahead log left by a process killed,
-	// a cut-off load, an older schema) is opened as a writer would open
-	// it, to put it right, and then refuses writes all the same. The
-	// store does not watch its directory or collect the value log: it is
-	// for a command's short run.
+	// them: with the SpamAssassin corpus's model, open and close took 1.7
+	// ms in all against 9. Such readers share the directory with each
+	// other and with a spamd that a fault keeps read-only, not with a
+	// writer, which they find before they do anything else (ErrLocked). A
+	// store that takes writing to open (a write-ahead log left by a
+	// process killed, a cut-off load, an older schema) is opened as a
+	// writer would open it, to put it right, and then refuses writes all
+	// the same. The store does not watch its directory or collect the
+	// value log: it is for a command's short run.
 	ReadOnly bool
 	// WarmByNeed has Lookup read a user's whole model into the cache, as
 	// Warm does, once its lookups have missed the cache for a share of
@@ -445,9 +447,9 @@ var (
 	_ store.HealthReporter = (*Store)(nil)
 )
 
-// Open opens the store in dir, creating it if needed, and starts the
-// value-log garbage collector and the watch over the directory. Close
-// releases it.
+// Open opens the store in dir, creating it if needed, and, unless
+// Options.ReadOnly, starts the value-log garbage collector and the watch
+// over the directory. Close releases it.
 //
 // When the disk is below the reserve, or the directory cannot be
 // written, Open opens the store read-only, in Badger's read-only mode,
@@ -495,6 +497,11 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		stopMon:  make(chan struct{}),
 	}
 	s.health.init()
+	if o.ReadOnly && !o.InMemory {
+		if err := heldByWriter(dir); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
+	}
 	if !o.InMemory {
 		if err := s.finishSalvage(); err != nil {
 			return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -502,10 +509,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	readOnly := o.ReadOnly && s.closedCleanly()
 	fault, err := s.openAll(ctx, readOnly)
-	if err != nil && readOnly && !errors.Is(err, ErrLocked) {
-		// What Badger's read-only mode could not open, a writer's open
-		// may put right, as it would for a writer.
-		s.log.Debug("badgerstore: opening for writing what read-only could not open", "dir", dir, "err", err)
+	if readOnly && errors.Is(err, errNeedsWriting) {
+		s.log.Debug("badgerstore: opening for writing what takes writing to open", "dir", dir, "err", err)
 		fault, err = s.openAll(ctx, false)
 	}
 	if err != nil {
@@ -558,6 +563,26 @@ func (s *Store) openAll(ctx context.Context, readOnly bool) (fault, error) {
 		return fault, errors.Join(err, s.releaseAll(), db.Close())
 	}
 	return fault, nil
+}
+
+// errNeedsWriting is what a store opened read-only returns for what
+// only a writer can do at open: convert an older schema.
+var errNeedsWriting = errors.New("the store takes writing to open")
+
+// heldByWriter returns ErrLocked if a process that writes the store
+// holds its directory: Badger's lock, tried shared as a reader's Badger
+// takes it, before anything else, so that a command that only reads finds
+// a running spamd at once, having written nothing.
+func heldByWriter(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil // the open that follows says what is wrong
+	}
+	defer f.Close() // and so lets go of the lock
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("%w: %s is held by a process that writes it", ErrLocked, dir)
+	}
+	return nil
 }
 
 // closedCleanly reports whether the store's directory holds a store that
@@ -705,6 +730,9 @@ func (s *Store) loadMeta(ctx context.Context, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("read meta record: %w", err)
+	}
+	if m.Schema >= 1 && m.Schema < schemaVersion && s.dbReadOnly && o.ReadOnly {
+		return fmt.Errorf("%w: schema %d, to convert to %d", errNeedsWriting, m.Schema, schemaVersion)
 	}
 	for m.Schema >= 1 && m.Schema < schemaVersion {
 		if err := s.convert(ctx, &m, o); err != nil {

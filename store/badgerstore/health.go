@@ -687,6 +687,15 @@ func (s *Store) reopenWritable(ctx context.Context) error {
 		return errStillClosing
 	}
 	db, f, err := s.openDB(false)
+	if errors.Is(err, ErrLocked) {
+		// A command that only reads (Options.ReadOnly) shares the
+		// directory with a database opened read-only: read-only again,
+		// until a later look finds it gone.
+		kind, reason := s.faultKind()
+		if db, _, err = s.openDB(true); err == nil {
+			return s.attach(ctx, db, fault{kind: kind, reason: reason + "; another process is reading the store"})
+		}
+	}
 	if err != nil {
 		// Nothing is open any more: failed, the store retries.
 		s.fail(FaultReopenFailed, fmt.Sprintf("reopening for writing: %v", err))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
@@ -105,11 +106,77 @@ func TestReadOnly(t *testing.T) {
 		if after := listing(t, dir); !slices.Equal(before, after) {
 			t.Errorf("readers changed the directory:\nbefore %q\nafter  %q", before, after)
 		}
-		// And a reader waits for a writer.
+		// And a reader waits for a writer, having written nothing: not
+		// even the probe file a writer's open makes and removes, which
+		// would change the directory's time.
 		w = open(t, dir, Options{})
 		defer w.Close()
+		before = listing(t, filepath.Dir(dir))
 		if _, err := Open(ctx, dir, Options{ReadOnly: true}); !errors.Is(err, ErrLocked) {
 			t.Errorf("a reader beside a writer: %v, want %v", err, ErrLocked)
+		}
+		if after := listing(t, filepath.Dir(dir)); !slices.Equal(before, after) {
+			t.Errorf("a reader refused changed the directory:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+
+	t.Run("beside a spamd a fault keeps read-only", func(t *testing.T) {
+		dir := t.TempDir()
+		w := open(t, dir, Options{})
+		if _, err := w.Apply(ctx, "", train); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A reserve beyond any disk's free space keeps the store
+		// read-only; the monitor's looks are left out of the test.
+		d := open(t, dir, Options{ReserveBytes: 1 << 62, CheckInterval: time.Hour})
+		defer d.Close()
+		if !d.dbReadOnly || d.Health().State != store.StateDegraded {
+			t.Fatalf("opened with read-only %v, health %v; want read-only and degraded", d.dbReadOnly, d.Health().State)
+		}
+		r := open(t, dir, Options{ReadOnly: true})
+		want(t, r)
+		// The fault clears while the reader reads: the store stays
+		// read-only, and answers, rather than fail.
+		d.opts.ReserveBytes = -1
+		if err := d.reopenWritable(ctx); err != nil {
+			t.Fatalf("reopen beside a reader: %v", err)
+		}
+		if !d.dbReadOnly || d.Health().State != store.StateDegraded {
+			t.Errorf("beside a reader: read-only %v, health %v; want read-only and degraded", d.dbReadOnly, d.Health().State)
+		}
+		if _, err := d.Lookup(ctx, "", []bow.Hash{1}); err != nil {
+			t.Errorf("Lookup beside a reader: %v", err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.reopenWritable(ctx); err != nil {
+			t.Fatalf("reopen once the reader is gone: %v", err)
+		}
+		if d.dbReadOnly || d.Health().State != store.StateOK {
+			t.Errorf("once the reader is gone: read-only %v, health %v; want writable and ok", d.dbReadOnly, d.Health().State)
+		}
+		if _, err := d.Apply(ctx, "", []store.Op{storetest.Train("m2", "spam", bag)}); err != nil {
+			t.Errorf("Apply once writable: %v", err)
+		}
+	})
+
+	t.Run("of an older schema", func(t *testing.T) {
+		dir := t.TempDir()
+		writeV3(t, dir, 0, nil)
+		r := open(t, dir, Options{ReadOnly: true})
+		defer r.Close()
+		if r.dbReadOnly {
+			t.Error("a store to convert was opened in Badger's read-only mode")
+		}
+		if tot, err := r.Totals(ctx, "alice"); err != nil || tot.Vocabulary != 3 {
+			t.Errorf("Totals after the conversion: %+v, %v", tot, err)
+		}
+		if _, err := r.Apply(ctx, "alice", []store.Op{storetest.Train("m9", "spam", bag)}); !errors.Is(err, store.ErrReadOnly) {
+			t.Errorf("Apply: %v, want %v", err, store.ErrReadOnly)
 		}
 	})
 
