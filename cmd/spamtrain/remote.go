@@ -359,7 +359,7 @@ func remoteClassify(ctx context.Context, e *env, c *control.Client, args []strin
 		err  error
 	}
 	// Requests run side by side; answers are printed in order.
-	err = parallel.Map(ctx, a.mf.workers, in, func(it item) answer {
+	err = parallel.MapWindow(ctx, a.mf.workers, reorderWindow, in, func(it item) answer {
 		v, err := c.Classify(ctx, a.mf.user, it.msg.Raw, a.explain)
 		return answer{it.msg.Path, v, err}
 	}, func(ans answer) error {

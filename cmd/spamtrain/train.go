@@ -99,7 +99,7 @@ func prepareAll(ctx context.Context, f *filter.Filter, workers int, names bool, 
 // prepareAndThen is prepareAll with then called on each prepared item on
 // the worker that prepared it, and out with what then returns.
 func prepareAndThen[T any](ctx context.Context, f *filter.Filter, workers int, names bool, in <-chan item, then func(item) T, out func(T) error) error {
-	return parallel.Map(ctx, workers, in, func(it item) T {
+	return parallel.MapWindow(ctx, workers, reorderWindow, in, func(it item) T {
 		if it.msg.Truncated {
 			// The tokenizer reads only the start of a message anyway.
 			it.p.Truncated = true
@@ -110,6 +110,14 @@ func prepareAndThen[T any](ctx context.Context, f *filter.Filter, workers int, n
 		return then(it)
 	}, out)
 }
+
+// reorderWindow is how many results a worker may run ahead of the oldest
+// one not yet delivered (parallel.MapWindow): a verdict, or a message's
+// features, once its bytes are dropped, a few kilobytes. A message takes
+// from a tenth of a millisecond to tens: with 4, classifying
+// SpamAssassin's last 1,209 messages on two cores left them idle 10% of
+// the time, waiting behind a long one, and with 32 the run took 7% less.
+const reorderWindow = 32
 
 // tally counts what a training run did.
 type tally struct {

@@ -4,7 +4,7 @@
 // Parsing mail is CPU-bound and independent per message, while training
 // must see messages in the order given (the last label of a message wins),
 // so the work fans out and the results are put back in order before they
-// reach the caller. At most windowPerWorker results per worker wait to be
+// reach the caller. At most a few results per worker wait to be
 // reordered, which bounds memory however long the stream.
 package parallel
 
@@ -15,20 +15,21 @@ import (
 	"sync"
 )
 
-// windowPerWorker is how many results per worker may wait for an older
-// one. A message takes from a tenth of a millisecond to tens, and a
-// worker that runs a window's length ahead of a long one waits, idle:
-// with 4 a worker, classifying SpamAssassin's last 1,209 messages on two
-// cores kept them 85% busy, with 32 the run took 7% less time. A result
-// waiting is a verdict or a message's features, a few kilobytes.
-const windowPerWorker = 32
-
 // Map calls fn on every value received from in, on workers goroutines
 // (0 means one per CPU), and calls out with each result in the order the
 // inputs arrived. It returns when in is closed and every result was
 // delivered, or at the first error of out or ctx. A panic in fn is
-// returned as an error rather than crashing the process.
+// returned as an error rather than crashing the process. At most 4
+// results per worker wait for an older one (MapWindow).
 func Map[In, Out any](ctx context.Context, workers int, in <-chan In, fn func(In) Out, out func(Out) error) error {
+	return MapWindow(ctx, workers, 4, in, fn, out)
+}
+
+// MapWindow is Map with at most window results per worker waiting for an
+// older one to be delivered. A worker that runs that far ahead of an input
+// that takes long waits, idle, so a caller whose results are small, and
+// whose inputs vary much in cost, gives a longer window.
+func MapWindow[In, Out any](ctx context.Context, workers, window int, in <-chan In, fn func(In) Out, out func(Out) error) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -46,9 +47,9 @@ func Map[In, Out any](ctx context.Context, workers int, in <-chan In, fn func(In
 	}
 	jobs := make(chan job)
 	results := make(chan done, workers)
-	// window bounds how far ahead of the oldest undelivered result the
+	// slots bounds how far ahead of the oldest undelivered result the
 	// workers may run.
-	window := make(chan struct{}, windowPerWorker*workers)
+	slots := make(chan struct{}, max(window, 1)*workers)
 
 	go func() {
 		defer close(jobs)
@@ -62,7 +63,7 @@ func Map[In, Out any](ctx context.Context, workers int, in <-chan In, fn func(In
 					return
 				}
 				select {
-				case window <- struct{}{}:
+				case slots <- struct{}{}:
 				case <-ctx.Done():
 					return
 				}
@@ -115,7 +116,7 @@ func Map[In, Out any](ctx context.Context, workers int, in <-chan In, fn func(In
 			}
 			delete(pending, next)
 			next++
-			<-window
+			<-slots
 			if p.err != nil {
 				return p.err
 			}

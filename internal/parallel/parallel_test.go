@@ -3,8 +3,11 @@ package parallel
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func feed(n int) <-chan int {
@@ -71,5 +74,45 @@ func TestMapCancelled(t *testing.T) {
 	in := make(chan int) // never closed: only the context can end Map
 	if err := Map(ctx, 2, in, func(i int) int { return i }, func(int) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestMapWindow holds up the first input until every input the window
+// lets the workers take has been taken: no more may start, and all are
+// delivered in order once it goes on.
+func TestMapWindow(t *testing.T) {
+	for _, tc := range []struct{ workers, window int }{{1, 1}, {2, 4}, {3, 32}} {
+		limit := tc.workers * tc.window
+		var started atomic.Int32
+		release := make(chan struct{})
+		go func() {
+			// Wait until the workers have taken all they may, and a
+			// moment for one to take more than it may.
+			for started.Load() < int32(limit) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			close(release)
+		}()
+		var got []int
+		err := MapWindow(context.Background(), tc.workers, tc.window, feed(limit*3), func(i int) int {
+			if started.Add(1) > int32(limit) {
+				select {
+				case <-release:
+				default:
+					t.Errorf("workers %d, window %d: input %d started before the first was delivered", tc.workers, tc.window, i)
+				}
+			}
+			if i == 0 {
+				<-release
+			}
+			return i
+		}, func(v int) error { got = append(got, v); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != limit*3 || !slices.IsSorted(got) {
+			t.Errorf("workers %d, window %d: delivered %d results, in order %v", tc.workers, tc.window, len(got), slices.IsSorted(got))
+		}
 	}
 }
