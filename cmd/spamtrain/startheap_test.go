@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -27,9 +26,6 @@ func TestDeferFirstCollection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
-			if tc.gogc == "" {
-				os.Unsetenv("GOGC")
-			}
 			debug.SetGCPercent(100)
 			deferFirstCollection()
 			if got := gcPercent(); got != tc.start {

@@ -270,7 +270,8 @@ func FuzzOpen(f *testing.F) {
 }
 
 // TestUvarint compares uvarint with binary.Uvarint on values of every
-// length, followed by more bytes or cut short.
+// length, some encoded a byte longer than need be, followed by more bytes
+// or cut short.
 func TestUvarint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 100_000 {
@@ -279,6 +280,11 @@ func TestUvarint(t *testing.T) {
 			v = uint64(i)
 		}
 		b := binary.AppendUvarint(nil, v)
+		if i%5 == 0 && len(b) < 10 {
+			// Longer than it need be, as binary.Uvarint accepts.
+			b[len(b)-1] |= 0x80
+			b = append(b, 0)
+		}
 		b = append(b, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a)
 		for cut := 0; cut <= len(b); cut++ {
 			got, rest, err := uvarint(b[:cut])
