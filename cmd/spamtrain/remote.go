@@ -82,7 +82,8 @@ func storeOpenError(dir string, err error) error {
 	if !errors.Is(err, badgerstore.ErrLocked) {
 		return err
 	}
-	return fmt.Errorf("%w: %s is held by another process, most likely a running spamd. "+
+	return fmt.Errorf("%w: %s is held by another process, most likely a running spamd, or else a spamtrain "+
+		"(commands that only read share a store with each other, not with one that writes). "+
 		"While spamd runs, spamtrain works through its control API: leave out --db (and $SPAMD_DB) "+
 		"to find it by its configuration, or name it with --api ADDR or SPAMD_API=ADDR, e.g. unix:/run/spamd/api.sock",
 		errStoreLocked, dir)
