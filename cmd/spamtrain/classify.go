@@ -221,24 +221,15 @@ func (p *printer) fail(path, why string) error {
 	p.failed++
 	p.mu.Unlock()
 	fmt.Fprintf(p.e.stderr, "%s: %s\n", path, why)
-	switch {
-	case p.fields != nil:
-		// A line still, so that lines and messages stay in step.
-		p.line = appendFields(p.line[:0], classification{Path: path, Verdict: "error", Error: why}, p.fields)
-		if _, err := p.out.Write(p.line); err != nil {
-			return err
-		}
-	case p.asJSON:
-		if err := writeJSON(p.out, classification{Path: path, Error: why}); err != nil {
-			return err
-		}
-	default:
+	if p.fields == nil && !p.asJSON {
 		return nil
 	}
-	if p.flushEach {
-		return p.out.Flush()
+	c := classification{Path: path, Error: why}
+	if p.fields != nil {
+		// A line still, so that lines and messages stay in step.
+		c.Verdict = "error"
 	}
-	return nil
+	return p.print(c)
 }
 
 func (p *printer) print(c classification) error {

@@ -509,12 +509,8 @@ func TestClassifyFilesFrom(t *testing.T) {
 }
 
 func TestClassifyFields(t *testing.T) {
-	db := t.TempDir()
-	spam, ham := filepath.Join(sample, "spam"), filepath.Join(sample, "ham")
-	if code, out, errOut := spamtrain(t, "", "train", "--db", db, "--spam", spam, "--ham", ham); code != 0 {
-		t.Fatalf("train: exit %d: %s%s", code, out, errOut)
-	}
-	msgs, err := filepath.Glob(filepath.Join(spam, "*"))
+	db := trainSample(t)
+	msgs, err := filepath.Glob(filepath.Join(sample, "spam", "*"))
 	if err != nil || len(msgs) < 2 {
 		t.Fatalf("sample spam: %v, %d files", err, len(msgs))
 	}

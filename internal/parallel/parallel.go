@@ -4,8 +4,8 @@
 // Parsing mail is CPU-bound and independent per message, while training
 // must see messages in the order given (the last label of a message wins),
 // so the work fans out and the results are put back in order before they
-// reach the caller. At most a few results per worker wait to be
-// reordered, which bounds memory however long the stream.
+// reach the caller. At most a few results per worker wait to be reordered,
+// which bounds memory however long the stream.
 package parallel
 
 import (

@@ -54,6 +54,21 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
+// closedStore returns the directory of a store that ops were applied to
+// and that was then closed cleanly.
+func closedStore(t *testing.T, ops []store.Op) string {
+	t.Helper()
+	dir := t.TempDir()
+	w := open(t, dir, Options{})
+	if _, err := w.Apply(context.Background(), "", ops); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
 	bag := map[bow.Hash]uint32{1: 2, 2: 1}
@@ -78,14 +93,7 @@ func TestReadOnly(t *testing.T) {
 	}
 
 	t.Run("closed cleanly", func(t *testing.T) {
-		dir := t.TempDir()
-		w := open(t, dir, Options{})
-		if _, err := w.Apply(ctx, "", train); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		dir := closedStore(t, train)
 		before := listing(t, dir)
 		r1 := open(t, dir, Options{ReadOnly: true})
 		if !r1.dbReadOnly {
@@ -109,7 +117,7 @@ func TestReadOnly(t *testing.T) {
 		// And a reader waits for a writer, having written nothing: not
 		// even the probe file a writer's open makes and removes, which
 		// would change the directory's time.
-		w = open(t, dir, Options{})
+		w := open(t, dir, Options{})
 		defer w.Close()
 		before = listing(t, filepath.Dir(dir))
 		if _, err := Open(ctx, dir, Options{ReadOnly: true}); !errors.Is(err, ErrLocked) {
@@ -121,14 +129,7 @@ func TestReadOnly(t *testing.T) {
 	})
 
 	t.Run("beside a spamd a fault keeps read-only", func(t *testing.T) {
-		dir := t.TempDir()
-		w := open(t, dir, Options{})
-		if _, err := w.Apply(ctx, "", train); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		dir := closedStore(t, train)
 		// A reserve beyond any disk's free space keeps the store
 		// read-only; the monitor's looks are left out of the test.
 		d := open(t, dir, Options{ReserveBytes: 1 << 62, CheckInterval: time.Hour})
