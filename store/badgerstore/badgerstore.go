@@ -1061,8 +1061,9 @@ func (s *Store) warm(ctx context.Context, user string) (_ int, err error) {
 		hashes = append(hashes, bow.Hash(binary.BigEndian.Uint64(key[len(prefix):])))
 		vals = append(vals, arena[start:len(arena):len(arena)])
 		if n++; len(hashes) == chunk {
+			// The cache keeps copies, so the rows' array serves again.
 			flush()
-			arena = nil
+			arena = arena[:0]
 		}
 		return true
 	})
