@@ -648,6 +648,9 @@ func BenchmarkWarm(b *testing.B) {
 	if err := s.Load(ctx, store.Draining(m)); err != nil {
 		b.Fatal(err)
 	}
+	if s.section("") == nil {
+		b.Fatal("the model loaded is not sealed")
+	}
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}

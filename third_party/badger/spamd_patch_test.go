@@ -1,17 +1,32 @@
+//go:build !windows && !plan9 && !js && !wasip1 && !aix
+// +build !windows,!plan9,!js,!wasip1,!aix
+
 package badger
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 // TestReadOnlySyncsNoDirectory checks the spamd patch: a DB opened
 // read-only syncs no directory, at open or at close, where one opened for
 // writing does.
 func TestReadOnlySyncsNoDirectory(t *testing.T) {
-	var synced []string
-	dirSynced = func(dir string) { synced = append(synced, dir) }
+	var (
+		mu     sync.Mutex
+		synced []string
+	)
+	dirSynced = func(dir string) {
+		mu.Lock()
+		defer mu.Unlock()
+		synced = append(synced, dir)
+	}
 	defer func() { dirSynced = nil }()
 	dir := t.TempDir()
 	for _, readOnly := range []bool{false, true} {
+		mu.Lock()
 		synced = nil
+		mu.Unlock()
 		db, err := Open(DefaultOptions(dir).WithReadOnly(readOnly).WithLogger(nil))
 		if err != nil {
 			t.Fatalf("read-only %v: Open: %v", readOnly, err)
@@ -24,10 +39,13 @@ func TestReadOnlySyncsNoDirectory(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatalf("read-only %v: Close: %v", readOnly, err)
 		}
-		if readOnly && len(synced) != 0 {
-			t.Errorf("read-only open and close synced %q", synced)
+		mu.Lock()
+		got := synced
+		mu.Unlock()
+		if readOnly && len(got) != 0 {
+			t.Errorf("read-only open and close synced %q", got)
 		}
-		if !readOnly && len(synced) == 0 {
+		if !readOnly && len(got) == 0 {
 			t.Error("an open and close for writing synced no directory")
 		}
 	}
