@@ -692,9 +692,11 @@ func (s *Store) reopenWritable(ctx context.Context) error {
 		// directory with a database opened read-only: read-only again,
 		// until a later look finds it gone.
 		kind, reason := s.faultKind()
-		if db, _, err = s.openDB(true); err == nil {
-			return s.attach(ctx, db, fault{kind: kind, reason: reason + "; another process is reading the store"})
+		ro, _, roErr := s.openDB(true)
+		if roErr == nil {
+			return s.attach(ctx, ro, fault{kind: kind, reason: reason + "; another process is reading the store"})
 		}
+		err = errors.Join(err, fmt.Errorf("and read-only: %w", roErr))
 	}
 	if err != nil {
 		// Nothing is open any more: failed, the store retries.
