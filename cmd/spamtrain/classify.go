@@ -283,8 +283,9 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 	}
 	// The models are not warmed into the cache first, as the daemon's
 	// are: a warm reads all of a model's rows where a few messages need
-	// those of their tokens. The store warms a model that fits in the
-	// cache once the reads have cost what the warm does
+	// those of their tokens. A model that a first training sealed is read
+	// from its file without the cache; the store warms another that fits
+	// in the cache once the reads have cost what the warm does
 	// (badgerstore.Options.WarmByNeed).
 	defer st.Close()
 

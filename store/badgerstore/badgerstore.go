@@ -49,11 +49,13 @@
 //
 // The token rows of the models a Load writes, a first training in bulk,
 // are not Badger keys but one file beside Badger's, sealed-rows (package
-// sealed): each user's rows sorted by hash, as a row above, each behind
-// the gap from the hash before it. The file is mapped and searched in
-// place. A row takes some 13 bytes there, where Badger's tables took 35
-// with its key, version and indexes, and a read is a search of one sorted
-// array. Badger's "T" keys of a sealed user lie over the file: a key is
+// sealed): each user's rows sorted by hash into buckets by the hash's top
+// bits, as a row above, each behind the hash's other bits. The file is
+// mapped and read in place. A row takes some 13 bytes there, where
+// Badger's tables took 35 with its key, version and indexes, and a read
+// is two memory accesses that the hash alone addresses, so that a
+// lookup of a model Badger holds no keys of reads the file for all its
+// tokens at once and skips the cache (readSealed). Badger's "T" keys of a sealed user lie over the file: a key is
 // the row, and a key with an empty value, which no row encodes to, a
 // tombstone that says the row is gone. Training a sealed model writes
 // the rows it changes, as for any model (seal.go says more).
@@ -226,6 +228,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore/sealed"
 	"golang.org/x/sys/unix"
 )
 
@@ -287,8 +290,8 @@ type Options struct {
 	// would put the point at a quarter; but a warm also spares the misses
 	// of tokens the model lacks, and on SpamAssassin's corpus a quarter
 	// warmed too late to pay back in a run of a thousand messages, where
-	// an eighth did. A sealed model's misses cost less, and its point is
-	// further. It is for batch work such as spamtrain's; a daemon warms
+	// an eighth did. A sealed model that Badger holds no keys over is
+	// read without the cache. It is for batch work such as spamtrain's; a daemon warms
 	// at start instead, and would not want a lookup in a mail's path to
 	// wait for a warm.
 	WarmByNeed bool
@@ -553,7 +556,7 @@ func (s *Store) openAll(ctx context.Context, readOnly bool) (fault, error) {
 	if err := s.finishLoad(); err != nil {
 		return fault, errors.Join(err, db.Close())
 	}
-	if err := s.openSealed(); err != nil {
+	if err := s.openSealed(readOnly); err != nil {
 		return fault, errors.Join(err, db.Close())
 	}
 	if err := s.loadMeta(ctx, s.opts); err != nil {
@@ -890,8 +893,10 @@ func withSample(samples store.Samples, k sampleKey, smp store.Sample) store.Samp
 // per class, two values for each registered class at least. The rows are
 // the caller's; those of that length share one array.
 //
-// A failed store still answers from its cache, but only a call whose
-// every token is cached: never a partial answer.
+// A sealed model that Badger holds no token keys over is read from the
+// sealed file alone. Otherwise a failed store still answers from its
+// cache, but only a call whose every token is cached: never a partial
+// answer.
 func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) (_ []store.Counts, err error) {
 	defer s.recoverFault(&err, "lookup")
 	if err := store.ValidUser(user); err != nil {
@@ -906,6 +911,13 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) (_ [
 	width := 2 * len(s.classes.Load().names)
 	out := make([]store.Counts, len(hashes))
 	if s.isBusy(user) {
+		return out, nil
+	}
+	if sec := s.section(user); sec != nil && s.usable() == nil && !s.overlaid(user) {
+		if err := readSealed(sec, hashes, out, width); err != nil {
+			s.readFailed(ctx, err)
+			return nil, fmt.Errorf("lookup %q: %w", user, err)
+		}
 		return out, nil
 	}
 	miss, old, gen := s.cache.getTokens(user, hashes, out, width)
@@ -982,7 +994,7 @@ func (s *Store) warmDue(user string, n int) bool {
 		s.missed = make(map[string]uint64)
 	}
 	s.missed[user] += uint64(n)
-	if s.missed[user] < warmPoint(t.vocabulary, s.section(user) != nil && !s.overlaid(user)) {
+	if s.missed[user] < warmPoint(t.vocabulary) {
 		return false
 	}
 	delete(s.missed, user)
@@ -990,22 +1002,13 @@ func (s *Store) warmDue(user string, n int) bool {
 }
 
 // warmPoint returns how many tokens of a model of vocabulary rows its
-// lookups miss before a warm pays (Options.WarmByNeed), sealed telling
-// whether they read the sealed file alone. It is where the misses' cost
-// comes to the warm's. A miss reads Badger at some 3 microseconds and a
-// warm a row at some 0.75: a quarter, halved, since a warm also spares
-// the misses of tokens the model lacks. A miss of a sealed model reads
-// the file at some 0.6, and a warm its row at some 0.4: two thirds, not
-// halved, since a token the file lacks costs a miss no more than one it
-// has. At an eighth, or a third, classifying SpamAssassin's last 1,209
-// messages against a sealed model of its first 4,837 warmed part way
-// and took a fifth longer than without the warm.
-func warmPoint(vocabulary uint64, sealed bool) uint64 {
-	if sealed {
-		return (2*vocabulary + 2) / 3
-	}
-	return (vocabulary + 7) / 8
-}
+// lookups miss before a warm pays (Options.WarmByNeed). It is where the
+// misses' cost comes to the warm's: a miss reads Badger at some 3
+// microseconds and a warm a row at some 0.75, a quarter, halved, since a
+// warm also spares the misses of tokens the model lacks. A sealed model
+// that Badger holds no keys over is read without the cache, and never
+// warmed by need.
+func warmPoint(vocabulary uint64) uint64 { return (vocabulary + 7) / 8 }
 
 // warm is Warm for a caller that holds s.life shared and has checked that
 // the store is usable and user's model not busy.
@@ -1158,6 +1161,28 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 			if row, _, stored, err = sealedRow(sec, hashes[i], row); err != nil {
 				return fmt.Errorf("token %x: %w", hashes[i], err)
 			}
+		}
+		if stored {
+			vals[i] = row[:max(len(row), width)]
+		}
+	}
+	return nil
+}
+
+// readSealed reads the rows of hashes into vals, at least width values
+// long, from sec alone, leaving nil for tokens it does not hold. It is
+// how a model that Badger holds no token keys of is read: the file's
+// layout puts a row two independent memory accesses from its hash, which
+// Touch makes for all of hashes at once, where the cache's probe and the
+// copy into it that a miss costs would take longer.
+func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int) error {
+	sec.Touch(len(hashes), func(k int) uint64 { return uint64(hashes[k]) })
+	// One array backs all rows read, unless one is longer than width.
+	arena := make([]uint64, len(hashes)*width)
+	for i, h := range hashes {
+		row, _, stored, err := sealedRow(sec, h, arena[i*width:i*width:(i+1)*width])
+		if err != nil {
+			return fmt.Errorf("token %x: %w", h, err)
 		}
 		if stored {
 			vals[i] = row[:max(len(row), width)]

@@ -818,8 +818,7 @@ func TestWarmByNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	due := int(tot.Vocabulary+7) / 8         // misses that make a warm of Badger's rows pay
-	dueSealed := int(2*tot.Vocabulary+2) / 3 // and of the sealed file's
+	due := int(tot.Vocabulary+7) / 8 // misses that make a warm of Badger's rows pay
 	for _, tc := range []struct {
 		name     string
 		dir      string
@@ -831,8 +830,8 @@ func TestWarmByNeed(t *testing.T) {
 		{"not yet", applied, Options{WarmByNeed: true}, due - 1, false},
 		{"due", applied, Options{WarmByNeed: true}, due, true},
 		{"does not fit", applied, Options{WarmByNeed: true, CacheBytes: 64 << 10}, 2 * due, false},
-		{"sealed, not yet", sealed, Options{WarmByNeed: true}, dueSealed - 1, false},
-		{"sealed, due", sealed, Options{WarmByNeed: true}, dueSealed, true},
+		// Its lookups read the file without the cache.
+		{"sealed", sealed, Options{WarmByNeed: true}, 2 * int(tot.Vocabulary), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t, tc.dir, tc.opts)

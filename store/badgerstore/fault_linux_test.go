@@ -20,6 +20,7 @@ import (
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/internal/fsfault"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore/sealed"
 	"github.com/spamd/spamd/store/storetest"
 	"golang.org/x/sys/unix"
 )
@@ -981,5 +982,50 @@ func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
 		if err := s.Check(ctx, u); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestFaultEarlierSealedLayout opens, on a disk below the store's
+// reserve, a store whose sealed file is of the earlier layout: it opens
+// degraded and read-only, rewrites the file in memory and answers from
+// it, leaving the disk as it was; with the space back, the next open
+// rewrites the file in place.
+func TestFaultEarlierSealedLayout(t *testing.T) {
+	rows := earlierRows(t)
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
+	dir := filepath.Join(mnt, "store")
+	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
+		t.Fatal(err)
+	}
+	layout := func() error {
+		data, err := os.ReadFile(filepath.Join(dir, sealedName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sealed.Open(data)
+		return err
+	}
+	filler := fsfault.Fill(t, mnt, 8<<20)
+	s := open(t, dir, faultOptions(t))
+	if h := s.Health(); h.State != store.StateDegraded {
+		t.Errorf("below the reserve: %v, want degraded", h.State)
+	}
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := layout(); !errors.Is(err, sealed.ErrOldLayout) {
+		t.Fatalf("below the reserve, the file on disk: %v, want the earlier layout", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, faultOptions(t))
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := layout(); err != nil {
+		t.Fatalf("the file rewritten: %v", err)
 	}
 }

@@ -23,8 +23,10 @@ import (
 // A Load writes the token rows of the models it loads not into Badger but
 // into one sealed file beside it (package sealed), which the store maps
 // and reads in place: a row there takes some 13 bytes where Badger's
-// tables took 35, and a read is a search of one array where Badger's
-// walks its levels. The seen records, samples and totals stay in Badger.
+// tables took 35, and a read is two memory accesses where Badger's walks
+// its levels. The seen records, samples and totals stay in Badger. A file
+// of the layout before this one is rewritten in it when the store opens
+// (rewriteSealed).
 //
 // The sealed file is the bottom of the user's rows, and Badger's token
 // keys of the user lie over it, as the levels of Badger's own tree lie
@@ -108,8 +110,9 @@ func (s *Store) sectionAt(txn *badger.Txn, user string) *sealed.Section {
 }
 
 // openSealed maps the sealed file, if the directory has one, dropping a
-// replacement that a crash left unfinished.
-func (s *Store) openSealed() error {
+// replacement that a crash left unfinished; readOnly says that the store
+// was asked to open read-only, not kept from writing by a fault.
+func (s *Store) openSealed(readOnly bool) error {
 	if s.inMemory {
 		return nil
 	}
@@ -123,8 +126,14 @@ func (s *Store) openSealed() error {
 		return nil
 	}
 	r, err := mapSealed(path)
+	if errors.Is(err, sealed.ErrOldLayout) {
+		r, err = s.rewriteSealed(path, readOnly)
+	}
 	if err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
+	}
+	if r == nil {
+		return nil // a file of no rows, rewritten as none
 	}
 	err = s.db.View(func(txn *badger.Txn) error {
 		users, err := usersOf(context.Background(), txn, kindVoid)
@@ -159,10 +168,42 @@ func mapSealed(path string) (*sealedRows, error) {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
 	file, err := sealed.Open(data)
+	if errors.Is(err, sealed.ErrOldLayout) {
+		return nil, errors.Join(err, unix.Munmap(data))
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %s: %w; it holds the token rows of the models a first training loaded: restore the store from a dump (spamtrain restore into a new directory) or train it again", store.ErrInconsistent, path, err), unix.Munmap(data))
 	}
 	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }, void: map[string]bool{}}, nil
+}
+
+// rewriteSealed rewrites the sealed file at path, of the earlier layout,
+// in this one, which a store reads without its cache (readSealed): in
+// its place, as a reseal would, or, where a fault keeps the store from
+// writing, in memory, for as long as the store is open. A store opened
+// read-only leaves it to a writer.
+func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
+	if readOnly {
+		return nil, fmt.Errorf("%w: sealed file of the earlier layout", errNeedsWriting)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.createSealedIn(s.dbReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	if err := sealed.ScanV2(old, w.add); err != nil {
+		w.abort()
+		return nil, fmt.Errorf("%w: %s: %w", store.ErrInconsistent, path, err)
+	}
+	if _, err := w.commit(); err != nil {
+		return nil, err
+	}
+	r := s.sealed.Load()
+	s.log.Info("badgerstore: sealed file rewritten in the current layout", "dir", s.dir, "rows", w.rows, "in_memory", w.f == nil)
+	return r, nil
 }
 
 // sealedWrite is a sealed file being written.
@@ -175,10 +216,13 @@ type sealedWrite struct {
 }
 
 // createSealed starts a sealed file.
-func (s *Store) createSealed() (*sealedWrite, error) {
+func (s *Store) createSealed() (*sealedWrite, error) { return s.createSealedIn(s.inMemory) }
+
+// createSealedIn starts a sealed file, in memory if inMemory.
+func (s *Store) createSealedIn(inMemory bool) (*sealedWrite, error) {
 	sw := &sealedWrite{s: s}
 	var w io.Writer
-	if s.inMemory {
+	if inMemory {
 		sw.buf = new(bytes.Buffer)
 		w = sw.buf
 	} else {
@@ -234,7 +278,7 @@ func (w *sealedWrite) commit() (old *sealedRows, err error) {
 	switch {
 	case w.rows == 0:
 		w.abort()
-		if !s.inMemory {
+		if w.f != nil {
 			if err := os.Remove(filepath.Join(s.dir, sealedName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
@@ -242,7 +286,7 @@ func (w *sealedWrite) commit() (old *sealedRows, err error) {
 				return nil, err
 			}
 		}
-	case s.inMemory:
+	case w.f == nil:
 		file, err := sealed.Open(w.buf.Bytes())
 		if err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
+	"github.com/spamd/spamd/store/badgerstore/sealed"
 	"github.com/spamd/spamd/store/storetest"
 )
 
@@ -670,4 +671,90 @@ func BenchmarkWarm(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+}
+
+// earlierLayout is a store whose sealed file is of the earlier layout:
+// 12 messages of the global model and 5 of alice's, trained and
+// compacted by the build before this layout.
+const earlierLayout = "testdata/v2store"
+
+// earlierRows returns the rows of earlierLayout's sealed file, by user
+// and hash, as the file has them.
+func earlierRows(t *testing.T) map[string]map[uint64][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(earlierLayout, sealedName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]map[uint64][]byte{}
+	err = sealed.ScanV2(data, func(u string, h uint64, row []byte) error {
+		if rows[u] == nil {
+			rows[u] = map[uint64][]byte{}
+		}
+		rows[u][h] = slices.Clone(row)
+		return nil
+	})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%s: %d users, %v", earlierLayout, len(rows), err)
+	}
+	return rows
+}
+
+// readsRows checks that s answers every row of rows, and that its
+// models check.
+func readsRows(t *testing.T, s *Store, rows map[string]map[uint64][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	for u, byHash := range rows {
+		hashes := make([]bow.Hash, 0, len(byHash))
+		for h := range byHash {
+			hashes = append(hashes, bow.Hash(h))
+		}
+		got, err := s.Lookup(ctx, u, hashes)
+		if err != nil {
+			t.Fatalf("%q: %v", u, err)
+		}
+		for i, h := range hashes {
+			want, _, err := decodeRow(nil, byHash[uint64(h)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got[i]) < len(want) || !slices.Equal(got[i][:len(want)], want) || slices.ContainsFunc(got[i][len(want):], func(v uint64) bool { return v != 0 }) {
+				t.Fatalf("%q: row of %x is %v, want %v", u, h, got[i], want)
+			}
+		}
+		if err := s.Check(ctx, u); err != nil {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+}
+
+// TestSealedEarlierLayout opens a store whose sealed file is of the
+// earlier layout, read-only as spamtrain's reading commands do: it is
+// opened for writing instead, its file rewritten in place, and read as
+// the old file had it; the next read-only open writes nothing.
+func TestSealedEarlierLayout(t *testing.T) {
+	rows := earlierRows(t)
+	dir := copyDir(t, earlierLayout)
+	s := open(t, dir, Options{ReadOnly: true})
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.ReadFile(filepath.Join(dir, sealedName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sealed.Open(f); err != nil {
+		t.Fatalf("the file rewritten: %v", err)
+	}
+	before := listing(t, dir)
+	s = open(t, dir, Options{ReadOnly: true})
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := listing(t, dir); !slices.Equal(before, after) {
+		t.Errorf("a read-only open of the rewritten store wrote:\n%q\nthen\n%q", before, after)
+	}
 }

@@ -1,39 +1,47 @@
 // Package sealed reads and writes a sealed model file: every user's
 // token rows of a model trained in bulk, sorted by hash, in one
-// read-only file that is mapped into memory and searched in place.
+// read-only file that is mapped into memory and read in place.
 //
 // A row in a log-structured tree costs its key, a version, an entry
 // header and offset, and a share of the tables' indexes and filters,
 // some 35 bytes for a row of 6, and a point read walks levels, filters
-// and block indexes. Here a row costs the gap from the previous hash as
-// a uvarint (7 bytes for a model of millions of evenly spread
-// hashes), one byte, and its bytes but for those it shares with the row
-// before it, and a read is a search of one index of blocks of blockRows
-// rows and a scan of one block.
+// and block indexes. Here a row costs its hash but for the bits its
+// bucket gives (6 bytes in a model of half a million rows), one byte,
+// and its bytes but for those it shares with the row before it, and a
+// read is two memory accesses: the bucket's offset, then the bucket's
+// few rows. Both are addressed by the hash alone, so a batch of reads
+// can fetch them all at once (Touch) where a search would wait on each
+// step.
 //
 // The file is
 //
-//	magic | each user's blocks | each user's block index | directory | footer
+//	magic | each user's rows | each user's bucket offsets | directory | footer
 //
-// A block's rows are uvarint(hash − previous hash), a byte of how many
-// of the row's first bytes (up to maxShared) are the previous row's in the
-// block, in its top two bits, and of how many follow, in the others
-// (lenEscape: a uvarint of that follows), then the bytes that follow. A
-// model's rows start alike (the day they were last trained on, which a
-// first training gives them all), and the shared bytes are a seventh of
-// what a row would take. The previous hash of a block's first row is the
-// hash its index entry holds, so its gap is 0; it shares nothing. An
-// index entry is the block's first hash and its offset in the user's
-// data, 12 bytes little-endian. The
-// directory lists the users in ascending order, each with its row count
-// and where its data and index are. The footer holds the offset of the
-// index region, the directory's offset, a CRC-32C of the rows and one of
-// the index region and directory, and the magic again.
+// A user's rows fall into 2^k buckets by their hash's top k bits, k
+// chosen for some 4 to 8 rows a bucket; the rows of a bucket follow one
+// another in ascending hash order, the buckets in order. A row is the
+// low 8·w bytes of its hash, w = ⌈(64−k)/8⌉, little-endian, which with the
+// bucket give the whole hash; a byte of how many of the row's first
+// bytes (up to maxShared) are the previous row's in the bucket, in its
+// top two bits, and of how many follow, in the others (lenEscape: a
+// uvarint of that follows); then the bytes that follow. A model's rows
+// start alike (the day they were last trained on, which a first training
+// gives them all), and the shared bytes are a seventh of what a row would
+// take. The bucket offsets are 2^k+1 little-endian uint32s, where each
+// bucket's rows start in the user's rows and, last, their length. The
+// directory lists the users in ascending order, each with its row count,
+// k, and where its rows and offsets are. The footer holds the offset of
+// the offsets region, the directory's offset, a CRC-32C of the rows and
+// one of the offsets region and directory, and the magic again.
 //
 // Open checks the footer and the metadata checksum, which are small, and
 // bounds every offset, so that no later read leaves the file; the rows'
 // checksum, a read of the whole file, is for Verify. A row that does not
 // decode is reported where it is read, as ErrCorrupt.
+//
+// Files of the earlier layout ("spamdsl2": rows in blocks of 16 behind a
+// searched index of their first hashes) are still read, as OpenV2 and
+// their Scan, so that a store holding one can rewrite it in this layout.
 package sealed
 
 import (
@@ -45,21 +53,32 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"math/bits"
 	"runtime"
 	"sort"
 )
 
-// blockRows is how many rows a block holds: a read scans half of one on
-// average, and an index entry costs 12/blockRows bytes a row.
-const blockRows = 16
-
 const (
 	maxShared  = 3
 	lenEscape  = 63
-	magic      = "spamdsl2"
+	magic      = "spamdsl3"
 	footerSize = 8 + 8 + 4 + 4 + len(magic)
-	entrySize  = 12
+	offsetSize = 4
+)
+
+const (
+	// bucketRows is the fewest rows a bucket holds on average: a read
+	// scans half a bucket, and a bucket's offset costs offsetSize/bucketRows
+	// bytes a row or less.
+	bucketRows = 4
+	// estimateRows is how many of a user's rows the Writer holds before
+	// it chooses the user's k from them: hashes are spread evenly, so
+	// where the estimateRows-th falls says how many rows there are to
+	// within a few percent, and a bucket count off by that much only
+	// moves the rows a bucket holds.
+	estimateRows = 4096
+	// maxBits bounds k, and so the offsets of a user whose first hashes
+	// are not spread evenly.
+	maxBits = 24
 )
 
 // ErrCorrupt is returned for a file, or a part of one, that does not
@@ -72,6 +91,10 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
+// remWidth returns how many bytes of a hash a row of a user of 2^k
+// buckets holds.
+func remWidth(k uint64) int { return int(64-k+7) / 8 }
+
 // Writer writes a sealed file. Rows come user by user, users in
 // ascending order, and within a user in ascending hash order.
 type Writer struct {
@@ -81,19 +104,28 @@ type Writer struct {
 	users   []section
 	cur     *section
 	last    uint64
-	index   [][]byte // each user's index, held until the data is written
-	inBlock int
-	prev    []byte // the row before, in the block
-	scratch []byte
-	err     error
+	offsets [][]byte // each user's bucket offsets, held until the rows are written
+	// The current user's first rows, held until its k is chosen.
+	held     []heldRow
+	heldData []byte
+	chosen   bool
+	next     uint64 // the next bucket whose offset is to be written
+	prev     []byte // the row before, in the bucket; empty at a bucket's start
+	scratch  []byte
+	err      error
+}
+
+type heldRow struct {
+	h          uint64
+	start, end int
 }
 
 // section is a user's entry in the directory.
 type section struct {
-	user             string
-	rows             uint64
-	dataOff, dataLen uint64
-	indexOff, blocks uint64
+	user                 string
+	rows, bits           uint64
+	dataOff, dataLen     uint64
+	offsetsOff, nOffsets uint64
 }
 
 // NewWriter returns a Writer that writes to w, which it buffers.
@@ -124,10 +156,11 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	}
 	switch {
 	case w.cur == nil || user > w.cur.user:
+		w.finish()
 		w.users = append(w.users, section{user: user, dataOff: w.off})
 		w.cur = &w.users[len(w.users)-1]
-		w.index = append(w.index, nil)
-		w.inBlock = 0
+		w.offsets = append(w.offsets, nil)
+		w.chosen, w.next, w.prev = false, 0, w.prev[:0]
 	case user < w.cur.user:
 		return fmt.Errorf("sealed: user %q after %q", user, w.cur.user)
 	case h <= w.last:
@@ -135,25 +168,53 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	}
 	// Open takes no user's rows past 4 GiB: refuse them here, before
 	// the file is whole.
-	if w.off-w.cur.dataOff+uint64(len(row))+2*binary.MaxVarintLen64 > math.MaxUint32 {
+	if w.off-w.cur.dataOff+uint64(len(w.heldData)+len(row))+8+2*binary.MaxVarintLen64 > math.MaxUint32 {
 		return fmt.Errorf("sealed: user %q: over 4 GiB of rows", user)
 	}
-	prev := w.last
-	if w.inBlock == 0 {
-		i := len(w.index) - 1
-		w.index[i] = binary.LittleEndian.AppendUint64(w.index[i], h)
-		w.index[i] = binary.LittleEndian.AppendUint32(w.index[i], uint32(w.off-w.cur.dataOff))
-		w.cur.blocks++
-		prev = h
+	w.last = h
+	w.cur.rows++
+	if w.chosen {
+		w.put(h, row)
+		return w.err
+	}
+	w.held = append(w.held, heldRow{h, len(w.heldData), len(w.heldData) + len(row)})
+	w.heldData = append(w.heldData, row...)
+	if len(w.held) == estimateRows {
+		// The user's rows are estimateRows/(h/2^64).
+		rows := float64(estimateRows) / (float64(h>>11+1) / (1 << 53))
+		w.choose(rows)
+	}
+	return w.err
+}
+
+// choose sets the current user's k for about rows rows and writes the
+// rows held.
+func (w *Writer) choose(rows float64) {
+	k := uint64(0)
+	for k < maxBits && rows >= 2*bucketRows*float64(uint64(1)<<k) {
+		k++
+	}
+	w.cur.bits, w.chosen = k, true
+	for _, r := range w.held {
+		w.put(r.h, w.heldData[r.start:r.end])
+	}
+	w.held, w.heldData = w.held[:0], w.heldData[:0]
+}
+
+// put writes a row of the current user, whose k is chosen.
+func (w *Writer) put(h uint64, row []byte) {
+	k := w.cur.bits
+	i := len(w.offsets) - 1
+	for b := h >> (64 - k); w.next <= b; w.next++ {
+		w.offsets[i] = binary.LittleEndian.AppendUint32(w.offsets[i], uint32(w.off-w.cur.dataOff))
+		w.prev = w.prev[:0]
 	}
 	shared := 0
-	if w.inBlock > 0 {
-		for shared < min(maxShared, len(w.prev), len(row)) && w.prev[shared] == row[shared] {
-			shared++
-		}
+	for shared < min(maxShared, len(w.prev), len(row)) && w.prev[shared] == row[shared] {
+		shared++
 	}
 	rest := row[shared:]
-	w.scratch = binary.AppendUvarint(w.scratch[:0], h-prev)
+	w.scratch = binary.LittleEndian.AppendUint64(w.scratch[:0], h)[:remWidth(k)]
 	w.scratch = append(w.scratch, byte(shared<<6|min(len(rest), lenEscape)))
 	if len(rest) >= lenEscape {
 		w.scratch = binary.AppendUvarint(w.scratch, uint64(len(rest)))
@@ -161,37 +222,45 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	w.write(w.scratch, true)
 	w.write(rest, true)
 	w.prev = append(w.prev[:0], row...)
-	w.last = h
-	w.cur.rows++
-	w.inBlock = (w.inBlock + 1) % blockRows
-	return w.err
 }
 
-// Close writes the indexes, the directory and the footer, and flushes.
+// finish ends the current user's rows, if any: it writes the rows held,
+// and the offsets of the buckets past the last row's.
+func (w *Writer) finish() {
+	if w.cur == nil {
+		return
+	}
+	if !w.chosen {
+		w.choose(float64(len(w.held)))
+	}
+	i := len(w.offsets) - 1
+	for ; w.next <= 1<<w.cur.bits; w.next++ {
+		w.offsets[i] = binary.LittleEndian.AppendUint32(w.offsets[i], uint32(w.off-w.cur.dataOff))
+	}
+	w.cur.dataLen = w.off - w.cur.dataOff
+	w.cur.nOffsets = uint64(len(w.offsets[i]) / offsetSize)
+}
+
+// Close writes the offsets, the directory and the footer, and flushes.
 // It does not close the writer underneath.
 func (w *Writer) Close() error {
+	w.finish()
 	if w.err != nil {
 		return w.err
-	}
-	if w.cur != nil {
-		w.cur.dataLen = w.off - w.cur.dataOff
-	}
-	for i := 1; i < len(w.users); i++ {
-		w.users[i-1].dataLen = w.users[i].dataOff - w.users[i-1].dataOff
 	}
 	meta := crc32.New(castagnoli)
 	metaOff := w.off
 	for i := range w.users {
-		w.users[i].indexOff = w.off
-		w.write(w.index[i], false)
-		meta.Write(w.index[i])
+		w.users[i].offsetsOff = w.off
+		w.write(w.offsets[i], false)
+		meta.Write(w.offsets[i])
 	}
 	dirOff := w.off
 	dir := binary.AppendUvarint(nil, uint64(len(w.users)))
 	for _, u := range w.users {
 		dir = binary.AppendUvarint(dir, uint64(len(u.user)))
 		dir = append(dir, u.user...)
-		for _, v := range []uint64{u.rows, u.dataOff, u.dataLen, u.indexOff, u.blocks} {
+		for _, v := range []uint64{u.rows, u.bits, u.dataOff, u.dataLen, u.offsetsOff} {
 			dir = binary.AppendUvarint(dir, v)
 		}
 	}
@@ -220,81 +289,112 @@ type File struct {
 
 // Section is one user's rows in a File.
 type Section struct {
-	data  []byte // the rows
-	index []byte // entrySize bytes a block
-	rows  uint64
+	data    []byte // the rows
+	offsets []byte // offsetSize bytes a bucket, and the rows' length
+	rows    uint64
+	shift   uint64 // 64 − k
+	width   int    // the bytes of a hash a row holds
+	remMask uint64 // the bits of a hash a row holds
 }
 
-// Open checks data's footer, directory and indexes, and returns the File
+// ErrOldLayout is returned by Open for a file of the earlier layout,
+// which ScanV2 reads.
+var ErrOldLayout = errors.New("sealed model file of the earlier layout")
+
+// Open checks data's footer, directory and offsets, and returns the File
 // they describe.
 func Open(data []byte) (*File, error) {
-	if len(data) < len(magic)+footerSize || string(data[:len(magic)]) != magic || string(data[len(data)-len(magic):]) != magic {
-		return nil, corrupt("no header or footer")
+	if len(data) >= len(magic) && string(data[:len(magic)]) == magicV2 {
+		return nil, ErrOldLayout
 	}
-	foot := data[len(data)-footerSize:]
-	metaOff := binary.LittleEndian.Uint64(foot)
-	dirOff := binary.LittleEndian.Uint64(foot[8:])
-	end := uint64(len(data) - footerSize)
-	if metaOff < uint64(len(magic)) || metaOff > dirOff || dirOff > end {
-		return nil, corrupt("footer offsets %d, %d in %d bytes", metaOff, dirOff, len(data))
+	metaOff, dirOff, dataCRC, err := footer(data, magic)
+	if err != nil {
+		return nil, err
 	}
-	if crc32.Checksum(data[metaOff:end], castagnoli) != binary.LittleEndian.Uint32(foot[20:]) {
-		return nil, corrupt("checksum of the index and directory")
-	}
-	f := &File{data: data, metaOff: metaOff, dataCRC: binary.LittleEndian.Uint32(foot[16:]), sections: map[string]*Section{}}
-	dir := data[dirOff:end]
+	f := &File{data: data, metaOff: metaOff, dataCRC: dataCRC, sections: map[string]*Section{}}
+	dir := data[dirOff : len(data)-footerSize]
 	n, dir, err := uvarint(dir)
 	if err != nil {
 		return nil, err
 	}
-	prev, dataEnd, indexEnd := "", uint64(len(magic)), metaOff
+	prev, dataEnd, offsetsEnd := "", uint64(len(magic)), metaOff
 	for i := uint64(0); i < n; i++ {
-		var l uint64
-		if l, dir, err = uvarint(dir); err != nil {
+		var user string
+		if user, dir, err = dirUser(dir); err != nil {
 			return nil, err
 		}
-		if l > uint64(len(dir)) {
-			return nil, corrupt("directory: user name past its end")
-		}
-		user := string(dir[:l])
-		dir = dir[l:]
 		var v [5]uint64
 		for j := range v {
 			if v[j], dir, err = uvarint(dir); err != nil {
 				return nil, err
 			}
 		}
-		rows, dOff, dLen, iOff, blocks := v[0], v[1], v[2], v[3], v[4]
+		rows, k, dOff, dLen, oOff := v[0], v[1], v[2], v[3], v[4]
 		switch {
 		case i > 0 && user <= prev:
 			return nil, corrupt("directory: user %q after %q", user, prev)
-		case dOff != dataEnd || dLen > metaOff-dOff:
+		case dOff != dataEnd || dLen > metaOff-dOff || dLen > math.MaxUint32:
 			return nil, corrupt("directory: user %q: rows at %d+%d", user, dOff, dLen)
-		case iOff != indexEnd || blocks > (dirOff-iOff)/entrySize:
-			return nil, corrupt("directory: user %q: index at %d, %d blocks", user, iOff, blocks)
-		case dLen > math.MaxUint32 || blocks > rows || rows > dLen || (rows+blockRows-1)/blockRows != blocks:
-			return nil, corrupt("directory: user %q: %d rows in %d blocks of %d bytes", user, rows, blocks, dLen)
+		case k > maxBits || oOff != offsetsEnd || (1<<k+1)*offsetSize > dirOff-oOff:
+			return nil, corrupt("directory: user %q: offsets at %d, k %d", user, oOff, k)
+		case rows > dLen/uint64(remWidth(k)+1):
+			return nil, corrupt("directory: user %q: %d rows in %d bytes", user, rows, dLen)
 		}
-		s := &Section{data: data[dOff : dOff+dLen], index: data[iOff : iOff+blocks*entrySize], rows: rows}
-		for b := uint64(0); b < blocks; b++ {
-			h, off := s.entry(int(b))
-			if b == 0 && off != 0 || off >= uint64(len(s.data)) {
-				return nil, corrupt("user %q: block %d at %d of %d bytes", user, b, off, len(s.data))
+		nOff := uint64(1)<<k + 1
+		s := &Section{
+			data:    data[dOff : dOff+dLen],
+			offsets: data[oOff : oOff+nOff*offsetSize],
+			rows:    rows,
+			shift:   64 - k,
+			width:   remWidth(k),
+			remMask: ^uint64(0) >> (64 - 8*remWidth(k)),
+		}
+		last := uint32(0)
+		for b := range nOff {
+			o := binary.LittleEndian.Uint32(s.offsets[b*offsetSize:])
+			if b == 0 && o != 0 || o < last || b == nOff-1 && uint64(o) != dLen {
+				return nil, corrupt("user %q: bucket %d at %d of %d bytes", user, b, o, dLen)
 			}
-			if b > 0 {
-				ph, poff := s.entry(int(b - 1))
-				if h <= ph || off <= poff {
-					return nil, corrupt("user %q: block %d out of order", user, b)
-				}
-			}
+			last = o
 		}
 		f.sections[user] = s
-		prev, dataEnd, indexEnd = user, dOff+dLen, iOff+blocks*entrySize
+		prev, dataEnd, offsetsEnd = user, dOff+dLen, oOff+nOff*offsetSize
 	}
-	if len(dir) != 0 || dataEnd != metaOff || indexEnd != dirOff {
+	if len(dir) != 0 || dataEnd != metaOff || offsetsEnd != dirOff {
 		return nil, corrupt("directory does not cover the file")
 	}
 	return f, nil
+}
+
+// footer checks data's magic, footer and metadata checksum, and returns
+// the footer's offsets and rows' checksum.
+func footer(data []byte, magic string) (metaOff, dirOff uint64, dataCRC uint32, err error) {
+	if len(data) < len(magic)+footerSize || string(data[:len(magic)]) != magic || string(data[len(data)-len(magic):]) != magic {
+		return 0, 0, 0, corrupt("no header or footer")
+	}
+	foot := data[len(data)-footerSize:]
+	metaOff = binary.LittleEndian.Uint64(foot)
+	dirOff = binary.LittleEndian.Uint64(foot[8:])
+	end := uint64(len(data) - footerSize)
+	if metaOff < uint64(len(magic)) || metaOff > dirOff || dirOff > end {
+		return 0, 0, 0, corrupt("footer offsets %d, %d in %d bytes", metaOff, dirOff, len(data))
+	}
+	if crc32.Checksum(data[metaOff:end], castagnoli) != binary.LittleEndian.Uint32(foot[20:]) {
+		return 0, 0, 0, corrupt("checksum of the offsets and directory")
+	}
+	return metaOff, dirOff, binary.LittleEndian.Uint32(foot[16:]), nil
+}
+
+// dirUser reads a user's name from the directory.
+func dirUser(dir []byte) (string, []byte, error) {
+	l, dir, err := uvarint(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if l > uint64(len(dir)) {
+		return "", nil, corrupt("directory: user name past its end")
+	}
+	return string(dir[:l]), dir[l:], nil
 }
 
 // Verify checks the rows' checksum, which reads the whole file.
@@ -327,32 +427,25 @@ func (f *File) Bytes() []byte { return f.data }
 // Rows returns the number of rows.
 func (s *Section) Rows() uint64 { return s.rows }
 
-func (s *Section) entry(b int) (h, off uint64) {
-	e := s.index[b*entrySize:]
-	return binary.LittleEndian.Uint64(e), uint64(binary.LittleEndian.Uint32(e[8:]))
+// bucket returns where the rows of bucket b start and end.
+func (s *Section) bucket(b uint64) (start, end uint32) {
+	o := s.offsets[b*offsetSize:]
+	return binary.LittleEndian.Uint32(o), binary.LittleEndian.Uint32(o[offsetSize:])
 }
 
 // Get appends the row of h to dst and returns it, and whether there is
 // one.
 func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
-	blocks := len(s.index) / entrySize
-	b := s.block(h, blocks)
-	if b < 0 {
-		return dst, false, nil
-	}
-	first, off := s.entry(b)
-	end := uint64(len(s.data))
-	if b+1 < blocks {
-		_, end = s.entry(b + 1)
-	}
-	c := cursor{h: first, p: s.data[off:end]}
+	start, end := s.bucket(h >> s.shift)
+	c := cursor{s: s, p: s.data[start:end]}
+	want := h & s.remMask
 	for len(c.p) > 0 {
 		rest, shared, err := c.next()
 		if err != nil {
 			return dst, false, err
 		}
-		if c.h >= h {
-			if c.h != h {
+		if c.rem >= want {
+			if c.rem != want {
 				return dst, false, nil
 			}
 			return append(append(dst, c.prev[:shared]...), rest...), true, nil
@@ -364,50 +457,53 @@ func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
 // Touch reads, for each hash n(i) of i below n, where its row would be,
 // so that the Gets of them that follow find the file's bytes in the
 // processor's cache. A Get of a large file waits on memory twice, for its
-// block's index entry and for the block; these reads depend on nothing
+// bucket's offset and for the bucket; these reads depend on nothing
 // before them, and the processor has many of them in flight at once:
-// first the index entries, then, the index being cached, the blocks.
+// first the offsets, then the buckets.
 func (s *Section) Touch(n int, hash func(i int) uint64) {
-	blocks := len(s.index) / entrySize
-	if blocks == 0 {
-		return
-	}
 	var sum uint64
 	for i := range n {
-		g, _ := bits.Mul64(hash(i), uint64(blocks))
-		sum += uint64(s.index[int(g)*entrySize])
+		sum += uint64(s.offsets[(hash(i)>>s.shift)*offsetSize])
 	}
 	for i := range n {
-		if b := s.block(hash(i), blocks); b >= 0 {
-			_, off := s.entry(b)
-			sum += uint64(s.data[off])
+		if start, end := s.bucket(hash(i) >> s.shift); start < end {
+			// A bucket of some 50 to 100 bytes often spans two
+			// cache lines.
+			sum += uint64(s.data[start]) + uint64(s.data[end-1])
 		}
 	}
 	// The sum is used, so that the reads are not optimized away.
 	runtime.KeepAlive(sum)
 }
 
-// cursor reads a block's rows.
+// cursor reads a bucket's rows.
 type cursor struct {
-	p     []byte // what is left of the block
-	h     uint64 // the hash of the row read last
+	s     *Section
+	p     []byte // what is left of the bucket
+	rem   uint64 // the hash's bits of the row read last
 	i     int    // the rows read
 	head  [maxShared]byte
 	nhead int // the first bytes of the row read last, up to maxShared
 	prev  [maxShared]byte
 }
 
-// next reads the next row: its hash into c.h, and the bytes that follow
-// the shared ones, which are in c.prev. It checks that hashes ascend, and
-// that the block's first row shares nothing and has the index's hash.
+// next reads the next row: its hash's bits into c.rem, and the bytes
+// that follow the shared ones, which are in c.prev. It checks that the
+// hashes ascend and that the bucket's first row shares nothing.
 func (c *cursor) next() (rest []byte, shared int, err error) {
-	gap, p, err := uvarint(c.p)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(p) == 0 {
+	w := c.s.width
+	if len(c.p) <= w {
 		return nil, 0, corrupt("row cut short")
 	}
+	var rem uint64
+	if len(c.p) >= 8 {
+		rem = binary.LittleEndian.Uint64(c.p) & c.s.remMask
+	} else {
+		for j := w - 1; j >= 0; j-- {
+			rem = rem<<8 | uint64(c.p[j])
+		}
+	}
+	p := c.p[w:]
 	shared, n := int(p[0]>>6), uint64(p[0]&lenEscape)
 	p = p[1:]
 	if n == lenEscape {
@@ -417,14 +513,14 @@ func (c *cursor) next() (rest []byte, shared int, err error) {
 	}
 	switch {
 	case n > uint64(len(p)):
-		return nil, 0, corrupt("row past its block")
+		return nil, 0, corrupt("row past its bucket")
 	case shared > c.nhead:
 		return nil, 0, corrupt("row shares more than the row before has")
-	case c.i == 0 && gap != 0, c.i > 0 && gap == 0, c.i >= blockRows, c.h+gap < c.h:
-		return nil, 0, corrupt("row %d of a block out of order", c.i)
+	case c.i > 0 && rem <= c.rem:
+		return nil, 0, corrupt("row %d of a bucket out of order", c.i)
 	}
 	rest, c.p = p[:n:n], p[n:]
-	c.h += gap
+	c.rem = rem
 	c.i++
 	c.prev = c.head
 	for j := shared; j < maxShared && j-shared < len(rest); j++ {
@@ -432,44 +528,6 @@ func (c *cursor) next() (rest []byte, shared int, err error) {
 	}
 	c.nhead = min(maxShared, shared+len(rest))
 	return rest, shared, nil
-}
-
-// block returns the last block whose first hash is h or below, -1 if
-// none. Hashes are spread evenly, so the block of h is near h scaled to
-// the index; the search gallops out from there, since a binary search
-// over the whole index would miss the processor's cache at every step.
-func (s *Section) block(h uint64, blocks int) int {
-	if blocks == 0 {
-		return -1
-	}
-	first := func(i int) uint64 { return binary.LittleEndian.Uint64(s.index[i*entrySize:]) }
-	g, _ := bits.Mul64(h, uint64(blocks))
-	// lo's first hash is h or below, hi's past h; -1 and blocks stand
-	// for the ends.
-	lo, hi := int(g), int(g)
-	if first(lo) <= h {
-		hi++
-		for step := 1; hi < blocks && first(hi) <= h; step *= 2 {
-			lo, hi = hi, hi+step
-		}
-		hi = min(hi, blocks)
-	} else {
-		lo--
-		for step := 1; lo >= 0 && first(lo) > h; step *= 2 {
-			hi, lo = lo, lo-step
-		}
-		lo = max(lo, -1)
-	}
-	// Invariant: first(lo) <= h (or lo == -1), first(hi) > h (or hi == blocks).
-	for hi-lo > 1 {
-		m := int(uint(lo+hi) >> 1)
-		if first(m) <= h {
-			lo = m
-		} else {
-			hi = m
-		}
-	}
-	return lo
 }
 
 // Scan calls f with each row in ascending hash order until f returns
@@ -487,15 +545,16 @@ func (s *Section) Scan(f func(h uint64, row []byte) bool) error {
 
 // Iter returns an iterator over the section's rows in ascending hash
 // order.
-func (s *Section) Iter() *Iter { return &Iter{s: s, b: -1} }
+func (s *Section) Iter() *Iter { return &Iter{s: s, c: cursor{s: s}} }
 
 // Iter walks a section's rows. It checks what a cursor checks, that each
-// block's first hash is past the last of the block before, and that the
-// rows are as many as the directory says.
+// row's hash falls in its bucket, and that the rows are as many as the
+// directory says.
 type Iter struct {
 	s    *Section
-	b    int // the block
+	b    uint64 // the bucket after the cursor's
 	c    cursor
+	h    uint64
 	row  []byte
 	n    uint64
 	err  error
@@ -509,29 +568,31 @@ func (it *Iter) Next() bool {
 		return false
 	}
 	s := it.s
-	blocks := len(s.index) / entrySize
+	buckets := uint64(len(s.offsets)/offsetSize - 1)
 	for len(it.c.p) == 0 {
-		if it.b++; it.b >= blocks {
+		if it.b >= buckets {
 			if it.n != s.rows {
 				return it.fail(corrupt("%d rows where the directory says %d", it.n, s.rows))
 			}
 			it.done = true
 			return false
 		}
-		first, off := s.entry(it.b)
-		end := uint64(len(s.data))
-		if it.b+1 < blocks {
-			_, end = s.entry(it.b + 1)
-		}
-		if it.b > 0 && first <= it.c.h {
-			return it.fail(corrupt("block %d out of order", it.b))
-		}
-		it.c = cursor{h: first, p: s.data[off:end]}
+		start, end := s.bucket(it.b)
+		it.c = cursor{s: s, p: s.data[start:end]}
+		it.b++
 	}
 	rest, shared, err := it.c.next()
 	if err != nil {
 		return it.fail(err)
 	}
+	// The bucket gives the hash's top bits; those of them the row holds
+	// too must agree.
+	b := it.b - 1
+	h := b<<s.shift | it.c.rem&(^uint64(0)>>(64-s.shift))
+	if h&s.remMask != it.c.rem {
+		return it.fail(corrupt("row of hash %016x in bucket %d", it.c.rem, b))
+	}
+	it.h = h
 	it.row = append(append(it.row[:0], it.c.prev[:shared]...), rest...)
 	it.n++
 	return true
@@ -543,7 +604,7 @@ func (it *Iter) fail(err error) bool {
 }
 
 // Hash returns the current row's hash.
-func (it *Iter) Hash() uint64 { return it.c.h }
+func (it *Iter) Hash() uint64 { return it.h }
 
 // Row returns the current row, which is the Iter's until Next.
 func (it *Iter) Row() []byte { return it.row }
@@ -551,25 +612,8 @@ func (it *Iter) Row() []byte { return it.row }
 // Err returns what stopped the iterator short of the end, nil if nothing.
 func (it *Iter) Err() error { return it.err }
 
-// uvarint decodes the uvarint that starts b and returns the rest of b. A
-// Get decodes half a block's gaps, most of a row's bytes, in a block
-// Touch has just brought into the processor's cache, where the decoding
-// itself is the cost: with eight bytes to read, the varint's end is found
-// from the continuation bits of all eight at once and its 7-bit groups
-// are packed in three steps, where binary.Uvarint branches on each byte.
-// Sealed lookups of BenchmarkLookupSealed took 10% less time.
+// uvarint decodes the uvarint that starts b and returns the rest of b.
 func uvarint(b []byte) (uint64, []byte, error) {
-	if len(b) >= 8 {
-		u := binary.LittleEndian.Uint64(b)
-		if ends := ^u & 0x8080808080808080; ends != 0 {
-			n := bits.TrailingZeros64(ends)/8 + 1
-			x := u & (^uint64(0) >> (64 - 8*n)) & 0x7f7f7f7f7f7f7f7f
-			x = x&0x007f007f007f007f | x&0x7f007f007f007f00>>1
-			x = x&0x00003fff00003fff | x&0x3fff00003fff0000>>2
-			x = x&0x000000000fffffff | x&0x0fffffff00000000>>4
-			return x, b[n:], nil
-		}
-	}
 	v, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, nil, corrupt("varint")

@@ -2,11 +2,12 @@ package sealed
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 )
@@ -66,6 +67,16 @@ func randomModel(seed uint64, users []string, rows int) model {
 	return m
 }
 
+// crowded returns a model of rows rows whose hashes are 0 to rows−1, so
+// that the Writer, from its first rows, takes them for many more.
+func crowded(rows int) model {
+	m := model{"": {}}
+	for h := range rows {
+		m[""][uint64(h)] = []byte{byte(h)}
+	}
+	return m
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -74,8 +85,10 @@ func TestRoundTrip(t *testing.T) {
 		{"empty", model{}},
 		{"one row", model{"": {42: {1, 2}}}},
 		{"edges", model{"": {0: {}, 1: {1}, 1<<64 - 1: {9, 9}}}},
-		{"a block exactly", randomModel(1, []string{""}, blockRows)},
-		{"a block and one", randomModel(2, []string{""}, blockRows+1)},
+		{"a bucket", randomModel(1, []string{""}, 2*bucketRows-1)},
+		{"rows held exactly", randomModel(2, []string{""}, estimateRows)},
+		{"rows held and one", randomModel(2, []string{""}, estimateRows+1)},
+		{"hashes not spread", crowded(2 * estimateRows)},
 		{"users", randomModel(3, []string{"", "alice", "bob@example.org"}, 1000)},
 		{"large", randomModel(4, []string{""}, 50_000)},
 	} {
@@ -194,7 +207,7 @@ func TestCorrupt(t *testing.T) {
 	}{
 		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }, true},
 		{"no magic", func(b []byte) []byte { b[0] ^= 1; return b }, true},
-		{"index", func(b []byte) []byte { b[meta+3] ^= 1; return b }, true},
+		{"offsets", func(b []byte) []byte { b[meta+5] ^= 1; return b }, true},
 		{"directory", func(b []byte) []byte { b[len(b)-footerSize-2] ^= 1; return b }, true},
 		{"footer offset", func(b []byte) []byte { b[len(b)-footerSize] ^= 1; return b }, true},
 		{"a row", func(b []byte) []byte { b[meta/2] ^= 1; return b }, false},
@@ -269,35 +282,81 @@ func FuzzOpen(f *testing.F) {
 	})
 }
 
-// TestUvarint compares uvarint with binary.Uvarint on values of every
-// length, some encoded a byte longer than need be, followed by more bytes
-// or cut short.
-func TestUvarint(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 100_000 {
-		v := rng.Uint64() >> rng.IntN(64)
-		if i < 300 {
-			v = uint64(i)
+// TestScanV2 reads a file of the earlier layout, written by the build
+// before this one from the model below, and rewrites it in this one.
+func TestScanV2(t *testing.T) {
+	want := randomModel(11, []string{"", "alice", "bob@example.org"}, 300)
+	want["alice"][1<<64-1] = []byte{7}
+	want["alice"][0] = nil
+	data, err := os.ReadFile("testdata/v2.sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(data); !errors.Is(err, ErrOldLayout) {
+		t.Fatalf("Open: %v, want ErrOldLayout", err)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	got := model{}
+	err = ScanV2(data, func(user string, h uint64, row []byte) error {
+		if got[user] == nil {
+			got[user] = map[uint64][]byte{}
 		}
-		b := binary.AppendUvarint(nil, v)
-		if i%5 == 0 && len(b) < 10 {
-			// Longer than it need be, as binary.Uvarint accepts.
-			b[len(b)-1] |= 0x80
-			b = append(b, 0)
-		}
-		b = append(b, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a)
-		for cut := 0; cut <= len(b); cut++ {
-			got, rest, err := uvarint(b[:cut])
-			want, n := binary.Uvarint(b[:cut])
-			if n <= 0 {
-				if err == nil {
-					t.Fatalf("%x: no error", b[:cut])
-				}
-				continue
-			}
-			if err != nil || got != want || len(rest) != cut-n {
-				t.Fatalf("%x: %d, %d bytes left, %v; want %d, %d left", b[:cut], got, len(rest), err, want, cut-n)
+		got[user][h] = slices.Clone(row)
+		return w.Add(user, h, row)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(got, want) {
+		t.Fatal("the rows scanned are not the model's")
+	}
+	f, err := Open(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, rows := range want {
+		for h, row := range rows {
+			if v, ok, err := f.Section(u).Get(h, nil); err != nil || !ok || !bytes.Equal(v, row) {
+				t.Fatalf("%q: Get(%x) = %x, %v, %v; want %x", u, h, v, ok, err, row)
 			}
 		}
 	}
+	for _, cut := range []int{len(data) / 3, len(data) - 1} {
+		mangled := slices.Clone(data)
+		mangled[cut] ^= 1
+		if err := ScanV2(mangled, func(string, uint64, []byte) error { return nil }); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a byte changed at %d: %v, want ErrCorrupt", cut, err)
+		}
+	}
+	stop := errors.New("stop")
+	if err := ScanV2(data, func(string, uint64, []byte) error { return stop }); err != stop {
+		t.Errorf("f's error: %v", err)
+	}
+}
+
+func equal(a, b model) bool {
+	return maps.EqualFunc(a, b, func(x, y map[uint64][]byte) bool { return maps.EqualFunc(x, y, bytes.Equal) })
+}
+
+// FuzzScanV2 reads whatever ScanV2 accepts: it may not panic or read past
+// the file, and what it gives a Writer takes.
+func FuzzScanV2(f *testing.F) {
+	data, err := os.ReadFile("testdata/v2.sealed")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w := NewWriter(io.Discard)
+		if err := ScanV2(data, w.Add); err != nil {
+			return
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
