@@ -298,10 +298,13 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		v   filter.Verdict
 		err error // of classifying; it.err is of reading or parsing
 	}
+	// Only JSON and the trained_as field print the class a message was
+	// trained as, which costs a read of its seen record.
+	opts := filter.ClassifyOptions{Explain: a.explain, TrainedAs: a.asJSON || slices.Contains(a.fields, "trained_as")}
 	err = prepareAndThen(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) judged {
 		j := judged{it: it}
 		if it.err == nil {
-			j.v, j.err = f.ClassifyPrepared(ctx, a.mf.user, it.p, filter.ClassifyOptions{Explain: a.explain, TrainedAs: true})
+			j.v, j.err = f.ClassifyPrepared(ctx, a.mf.user, it.p, opts)
 		}
 		return j
 	}, func(j judged) error {

@@ -1124,9 +1124,6 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 		txn = s.db.NewTransaction(false)
 		defer txn.Discard()
 	}
-	if txn == nil {
-		sec.Touch(len(idx), func(k int) uint64 { return uint64(hashes[idx[k]]) })
-	}
 	key := make([]byte, 0, len(user)+10)
 	// One array backs all rows read, unless one is longer than width.
 	arena := make([]uint64, len(idx)*width)
@@ -1176,7 +1173,7 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 // Touch makes for all of hashes at once, where the cache's probe and the
 // copy into it that a miss costs would take longer.
 func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int) error {
-	sec.Touch(len(hashes), func(k int) uint64 { return uint64(hashes[k]) })
+	sealed.Touch(sec, hashes)
 	// One array backs all rows read, unless one is longer than width.
 	arena := make([]uint64, len(hashes)*width)
 	for i, h := range hashes {

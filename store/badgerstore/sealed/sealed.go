@@ -454,19 +454,20 @@ func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
 	return dst, false, nil
 }
 
-// Touch reads, for each hash n(i) of i below n, where its row would be,
-// so that the Gets of them that follow find the file's bytes in the
-// processor's cache. A Get of a large file waits on memory twice, for its
-// bucket's offset and for the bucket; these reads depend on nothing
-// before them, and the processor has many of them in flight at once:
-// first the offsets, then the buckets.
-func (s *Section) Touch(n int, hash func(i int) uint64) {
+// Touch reads, for each of hashes, where its row would be in s, so that
+// the Gets of them that follow find the file's bytes in the processor's
+// cache. A Get of a large file waits on memory twice, for its bucket's
+// offset and for the bucket; these reads depend on nothing before them,
+// and the processor has many of them in flight at once: first the
+// offsets, then the buckets. It is a function of any slice of hashes,
+// not a method taking a function, so that its loops call nothing.
+func Touch[H ~uint64](s *Section, hashes []H) {
 	var sum uint64
-	for i := range n {
-		sum += uint64(s.offsets[(hash(i)>>s.shift)*offsetSize])
+	for _, h := range hashes {
+		sum += uint64(s.offsets[(uint64(h)>>s.shift)*offsetSize])
 	}
-	for i := range n {
-		if start, end := s.bucket(hash(i) >> s.shift); start < end {
+	for _, h := range hashes {
+		if start, end := s.bucket(uint64(h) >> s.shift); start < end {
 			// A bucket of some 50 to 100 bytes often spans two
 			// cache lines.
 			sum += uint64(s.data[start]) + uint64(s.data[end-1])
