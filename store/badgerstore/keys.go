@@ -235,22 +235,24 @@ func appendRowV3(dst []byte, row []uint64) []byte {
 
 // decodeRowV3 appends the values encoded in b by appendRowV3 to dst.
 // What it appends may be shorter than the class list; the rest is zero.
+// Most values are a byte long, which it reads without binary.Uvarint's
+// loop: a lookup decodes a row a token.
 func decodeRowV3(dst []uint64, b []byte) ([]uint64, error) {
 	for i := 0; len(b) > 0; i++ {
-		var v uint64
-		var n int
-		if i%2 == 0 {
-			v, n = binary.Uvarint(b)
+		v := uint64(b[0])
+		if v < 0x80 {
+			b = b[1:]
 		} else {
-			var w int64
-			w, n = binary.Varint(b)
-			v = uint64(w)
+			var n int
+			if v, n = binary.Uvarint(b); n <= 0 {
+				return dst, errCorrupt
+			}
+			b = b[n:]
 		}
-		if n <= 0 {
-			return dst, errCorrupt
+		if i%2 == 1 {
+			v = uint64(int64(v>>1) ^ -int64(v&1)) // zigzag, as binary.Varint
 		}
 		dst = append(dst, v)
-		b = b[n:]
 	}
 	return dst, nil
 }

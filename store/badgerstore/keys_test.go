@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -133,6 +134,24 @@ func TestRowsV3(t *testing.T) {
 				t.Errorf("decodeRowV3 = %v, %v; want %v", dec, err, tt.dec)
 			}
 		})
+	}
+	// Values of every length, against binary's decoders.
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 10_000 {
+		var b []byte
+		var want []uint64
+		for i := range 1 + rng.IntN(6) {
+			v := rng.Uint64() >> rng.IntN(64)
+			if i%2 == 0 {
+				b = binary.AppendUvarint(b, v)
+			} else {
+				b = binary.AppendVarint(b, int64(v))
+			}
+			want = append(want, v)
+		}
+		if got, err := decodeRowV3(nil, b); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("decodeRowV3(%x) = %v, %v; want %v", b, got, err, want)
+		}
 	}
 	for _, bad := range [][]byte{{0x80}, {1, 0xff}, bytes.Repeat([]byte{0xff}, 11)} {
 		if _, err := decodeRowV3(nil, bad); !errors.Is(err, store.ErrInconsistent) {
