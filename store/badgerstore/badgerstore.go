@@ -48,7 +48,7 @@
 // # Sealed rows
 //
 // The token rows of the models a Load writes, a first training in bulk,
-// are not Badger keys but one file beside Badger's, sealed-rows (package
+// are not Badger keys but one file beside Badger's, sealed-buckets (package
 // sealed): each user's rows sorted by hash into buckets by the hash's top
 // bits, as a row above, each behind the hash's other bits. The file is
 // mapped and read in place. A row takes some 13 bytes there, where
@@ -559,7 +559,7 @@ func (s *Store) openAll(ctx context.Context, readOnly bool) (fault, error) {
 	if err := s.openSealed(readOnly); err != nil {
 		return fault, errors.Join(err, db.Close())
 	}
-	if err := s.loadMeta(ctx, s.opts); err != nil {
+	if err := s.loadMeta(ctx, s.opts, readOnly); err != nil {
 		return fault, errors.Join(err, s.releaseAll(), db.Close())
 	}
 	if err := s.finishBusy(); err != nil {
@@ -703,8 +703,10 @@ func lockedError(err error) bool {
 }
 
 // loadMeta reads the schema version and classes, writing them into a new,
-// empty database, and converts a store of an older schema.
-func (s *Store) loadMeta(ctx context.Context, o Options) error {
+// empty database, and converts a store of an older schema; readOnly says
+// that the store was asked to open read-only, not kept from writing by a
+// fault.
+func (s *Store) loadMeta(ctx context.Context, o Options, readOnly bool) error {
 	var m meta
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(metaKey)
@@ -734,8 +736,17 @@ func (s *Store) loadMeta(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("read meta record: %w", err)
 	}
-	if m.Schema >= 1 && m.Schema < schemaVersion && s.dbReadOnly && o.ReadOnly {
-		return fmt.Errorf("%w: schema %d, to convert to %d", errNeedsWriting, m.Schema, schemaVersion)
+	if m.Schema >= 1 && m.Schema < schemaVersion && s.dbReadOnly {
+		switch {
+		case readOnly:
+			return fmt.Errorf("%w: schema %d, to convert to %d", errNeedsWriting, m.Schema, schemaVersion)
+		case keysAsTheyAre(m.Schema):
+			// A fault keeps the store from writing the meta record
+			// of conversions that change no key: its keys are read
+			// as they are, and the record written once it can be.
+			s.log.Warn("badgerstore: the store's schema is converted once it can be written", "dir", s.dir, "schema", m.Schema)
+			m.Schema = schemaVersion
+		}
 	}
 	for m.Schema >= 1 && m.Schema < schemaVersion {
 		if err := s.convert(ctx, &m, o); err != nil {

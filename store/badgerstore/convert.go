@@ -23,6 +23,10 @@ type migration struct {
 
 // migrations holds, by schema, the migrations to the next one.
 var migrations = map[int][]migration{
+	// Schema 6 laid the sealed file out in buckets, under a name of its
+	// own, which Open rewrites the earlier file as before it converts
+	// (rewriteSealed).
+	5: nil,
 	// Schema 5 added the sealed file, which an older store does not have.
 	4: nil,
 	// Schema 2 added weights to the token rows.
@@ -50,6 +54,17 @@ var migrations = map[int][]migration{
 			return appendSeen(dst, rec), err == nil
 		}},
 	},
+}
+
+// keysAsTheyAre reports whether converting a store of schema from to
+// this one changes no key.
+func keysAsTheyAre(from int) bool {
+	for sc := from; sc < schemaVersion; sc++ {
+		if len(migrations[sc]) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // undecodablePrefix goes before a value that a conversion found

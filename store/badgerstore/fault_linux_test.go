@@ -986,10 +986,10 @@ func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
 }
 
 // TestFaultEarlierSealedLayout opens, on a disk below the store's
-// reserve, a store whose sealed file is of the earlier layout: it opens
-// degraded and read-only, rewrites the file in memory and answers from
-// it, leaving the disk as it was; with the space back, the next open
-// rewrites the file in place.
+// reserve, a store of schema 5 whose sealed file is of the earlier
+// layout: it opens degraded and read-only, rewrites the file in memory
+// and answers from it, leaving the disk as it was; with the space back,
+// the next open rewrites the file and converts the store.
 func TestFaultEarlierSealedLayout(t *testing.T) {
 	rows := earlierRows(t)
 	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
@@ -997,13 +997,18 @@ func TestFaultEarlierSealedLayout(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
 		t.Fatal(err)
 	}
-	layout := func() error {
-		data, err := os.ReadFile(filepath.Join(dir, sealedName))
-		if err != nil {
-			t.Fatal(err)
+	// layout returns the sealed file's name and what sealed.Open says
+	// of it.
+	layout := func() (string, error) {
+		for _, name := range []string{sealedName, sealedV2Name} {
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err == nil {
+				_, err = sealed.Open(data)
+				return name, err
+			}
 		}
-		_, err = sealed.Open(data)
-		return err
+		t.Fatal("no sealed file")
+		return "", nil
 	}
 	filler := fsfault.Fill(t, mnt, 8<<20)
 	s := open(t, dir, faultOptions(t))
@@ -1014,18 +1019,25 @@ func TestFaultEarlierSealedLayout(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := layout(); !errors.Is(err, sealed.ErrOldLayout) {
-		t.Fatalf("below the reserve, the file on disk: %v, want the earlier layout", err)
+	if name, err := layout(); name != sealedV2Name || !errors.Is(err, sealed.ErrOldLayout) {
+		t.Fatalf("below the reserve, the file on disk: %s, %v; want the earlier one", name, err)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
+	}
+	// Left as the earlier build wrote it, which can still open it.
+	if _, schema := kinds(t, dir); schema != 5 {
+		t.Errorf("schema %d after the open below the reserve, want 5", schema)
 	}
 	s = open(t, dir, faultOptions(t))
 	readsRows(t, s, rows)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := layout(); err != nil {
-		t.Fatalf("the file rewritten: %v", err)
+	if name, err := layout(); name != sealedName || err != nil {
+		t.Fatalf("the file rewritten: %s, %v", name, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier file is still there: %v", err)
 	}
 }

@@ -718,7 +718,7 @@ func (s *Store) attach(ctx context.Context, db *badger.DB, f fault) error {
 	s.cache, s.present = newCache(s.opts.CacheBytes), newPresence(maxPresenceBytes)
 	err := s.finishLoad()
 	if err == nil {
-		err = s.loadMeta(ctx, s.opts)
+		err = s.loadMeta(ctx, s.opts, false)
 	}
 	if err == nil {
 		err = s.finishBusy()

@@ -63,8 +63,10 @@ var (
 // last trained on to its row, the day and the mark to the seen records,
 // and the last day and the forgotten messages to the totals; schema 5 the
 // sealed file of token rows (seal.go), which a store of an older schema
-// does not have and a build of one would not read.
-const schemaVersion = 5
+// does not have and a build of one would not read; schema 6 that file in
+// buckets, under another name, so that a build of schema 5 refuses the
+// store for its schema rather than for a file it cannot read.
+const schemaVersion = 6
 
 // dayEpoch is the day the days in rows and seen records are counted
 // from, as zigzag varints: 2025-01-01, so that every day from 2003 to

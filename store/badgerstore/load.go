@@ -266,7 +266,7 @@ func (s *Store) dropSealed() error {
 	if s.inMemory {
 		return nil
 	}
-	for _, name := range []string{sealedTemp, sealedName} {
+	for _, name := range []string{sealedTemp, sealedName, sealedV2Name} {
 		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

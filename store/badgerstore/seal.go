@@ -45,9 +45,15 @@ import (
 // void keys of users the file no longer has, which mean nothing. A
 // rewrite is written to sealedTemp and renamed over sealedName, so that
 // the directory holds one or the other, whole.
+//
+// The file of the layout before schema 6 is sealedV2Name; a store that
+// holds one rewrites it as sealedName when it opens (rewriteSealed). A
+// build of schema 5 finds no file of its name, and refuses the store for
+// its schema.
 const (
-	sealedName = "sealed-rows"
-	sealedTemp = sealedName + ".new"
+	sealedName   = "sealed-buckets"
+	sealedTemp   = sealedName + ".new"
+	sealedV2Name = "sealed-rows"
 )
 
 // sealedRows is the sealed file a store reads: mapped, or held in memory
@@ -121,13 +127,22 @@ func (s *Store) openSealed(readOnly bool) error {
 			return fmt.Errorf("sealed rows: %w", err)
 		}
 	}
-	path := filepath.Join(s.dir, sealedName)
-	if !exists(path) {
+	path, v2 := filepath.Join(s.dir, sealedName), filepath.Join(s.dir, sealedV2Name)
+	var r *sealedRows
+	var err error
+	switch {
+	case exists(path):
+		if exists(v2) && !s.dbReadOnly {
+			// A rewrite cut short between its rename and this removal.
+			if err := errors.Join(os.Remove(v2), syncDir(s.dir)); err != nil {
+				return fmt.Errorf("sealed rows: %w", err)
+			}
+		}
+		r, err = mapSealed(path)
+	case exists(v2):
+		r, err = s.rewriteSealed(v2, readOnly)
+	default:
 		return nil
-	}
-	r, err := mapSealed(path)
-	if errors.Is(err, sealed.ErrOldLayout) {
-		r, err = s.rewriteSealed(path, readOnly)
 	}
 	if err != nil {
 		return fmt.Errorf("sealed rows: %w", err)
@@ -168,9 +183,6 @@ func mapSealed(path string) (*sealedRows, error) {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
 	file, err := sealed.Open(data)
-	if errors.Is(err, sealed.ErrOldLayout) {
-		return nil, errors.Join(err, unix.Munmap(data))
-	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %s: %w; it holds the token rows of the models a first training loaded: restore the store from a dump (spamtrain restore into a new directory) or train it again", store.ErrInconsistent, path, err), unix.Munmap(data))
 	}
@@ -178,10 +190,11 @@ func mapSealed(path string) (*sealedRows, error) {
 }
 
 // rewriteSealed rewrites the sealed file at path, of the earlier layout,
-// in this one, which a store reads without its cache (readSealed): in
-// its place, as a reseal would, or, where a fault keeps the store from
-// writing, in memory, for as long as the store is open. A store opened
-// read-only leaves it to a writer.
+// in this one, which a store reads without its cache (readSealed): as
+// sealedName, through sealedTemp as a reseal writes it, removing path
+// after; or, where a fault keeps the store from writing, in memory, for
+// as long as the store is open. A store opened read-only leaves it to a
+// writer.
 func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	if readOnly {
 		return nil, fmt.Errorf("%w: sealed file of the earlier layout", errNeedsWriting)
@@ -200,6 +213,11 @@ func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	}
 	if _, err := w.commit(); err != nil {
 		return nil, err
+	}
+	if w.f != nil {
+		if err := errors.Join(os.Remove(path), syncDir(s.dir)); err != nil {
+			return nil, errors.Join(err, s.releaseAll())
+		}
 	}
 	r := s.sealed.Load()
 	s.log.Info("badgerstore: sealed file rewritten in the current layout", "dir", s.dir, "rows", w.rows, "in_memory", w.f == nil)

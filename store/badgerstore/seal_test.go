@@ -673,16 +673,16 @@ func BenchmarkWarm(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
 }
 
-// earlierLayout is a store whose sealed file is of the earlier layout:
-// 12 messages of the global model and 5 of alice's, trained and
-// compacted by the build before this layout.
+// earlierLayout is a store of schema 5, whose sealed file is of the
+// earlier layout: 12 messages of the global model and 5 of alice's,
+// trained and compacted by the build before this layout.
 const earlierLayout = "testdata/v2store"
 
 // earlierRows returns the rows of earlierLayout's sealed file, by user
 // and hash, as the file has them.
 func earlierRows(t *testing.T) map[string]map[uint64][]byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(earlierLayout, sealedName))
+	data, err := os.ReadFile(filepath.Join(earlierLayout, sealedV2Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -748,6 +748,12 @@ func TestSealedEarlierLayout(t *testing.T) {
 	if _, err := sealed.Open(f); err != nil {
 		t.Fatalf("the file rewritten: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier file is still there: %v", err)
+	}
+	if _, schema := kinds(t, dir); schema != schemaVersion {
+		t.Errorf("schema %d after the rewrite, want %d", schema, schemaVersion)
+	}
 	before := listing(t, dir)
 	s = open(t, dir, Options{ReadOnly: true})
 	readsRows(t, s, rows)
@@ -756,5 +762,32 @@ func TestSealedEarlierLayout(t *testing.T) {
 	}
 	if after := listing(t, dir); !slices.Equal(before, after) {
 		t.Errorf("a read-only open of the rewritten store wrote:\n%q\nthen\n%q", before, after)
+	}
+}
+
+// TestSealedRewriteCut opens a store that a rewrite of its sealed file
+// was cut short in, after the new file's rename and before the earlier
+// one's removal: it reads the new file and removes the earlier.
+func TestSealedRewriteCut(t *testing.T) {
+	rows := earlierRows(t)
+	dir := copyDir(t, earlierLayout)
+	s := open(t, dir, Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(filepath.Join(earlierLayout, sealedV2Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, sealedV2Name), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier file is still there: %v", err)
 	}
 }
