@@ -166,6 +166,25 @@ func (s *Store) openSealed(readOnly bool) error {
 
 // mapSealed maps the sealed file at path and opens it.
 func mapSealed(path string) (*sealedRows, error) {
+	data, err := mapFile(path)
+	if err != nil {
+		return nil, err
+	}
+	file, err := sealed.Open(data)
+	if err != nil {
+		return nil, errors.Join(unreadable(path, err), unix.Munmap(data))
+	}
+	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }, void: map[string]bool{}}, nil
+}
+
+// unreadable is the error of a sealed file at path that err says does
+// not read.
+func unreadable(path string, err error) error {
+	return fmt.Errorf("%w: %s: %w; it holds the token rows of the models a first training loaded: restore the store from a dump (spamtrain restore into a new directory) or train it again", store.ErrInconsistent, path, err)
+}
+
+// mapFile maps the file at path, which is not empty, read-only.
+func mapFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -182,11 +201,7 @@ func mapSealed(path string) (*sealedRows, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	file, err := sealed.Open(data)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("%w: %s: %w; it holds the token rows of the models a first training loaded: restore the store from a dump (spamtrain restore into a new directory) or train it again", store.ErrInconsistent, path, err), unix.Munmap(data))
-	}
-	return &sealedRows{file: file, unmap: func() error { return unix.Munmap(data) }, void: map[string]bool{}}, nil
+	return data, nil
 }
 
 // rewriteSealed rewrites the sealed file at path, of the earlier layout,
@@ -199,17 +214,21 @@ func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	if readOnly {
 		return nil, fmt.Errorf("%w: sealed file of the earlier layout", errNeedsWriting)
 	}
-	old, err := os.ReadFile(path)
+	old, err := mapFile(path)
 	if err != nil {
 		return nil, err
 	}
 	w, err := s.createSealedIn(s.dbReadOnly)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, unix.Munmap(old))
 	}
 	if err := sealed.ScanV2(old, w.add); err != nil {
 		w.abort()
-		return nil, fmt.Errorf("%w: %s: %w", store.ErrInconsistent, path, err)
+		return nil, errors.Join(unreadable(path, err), unix.Munmap(old))
+	}
+	if err := unix.Munmap(old); err != nil {
+		w.abort()
+		return nil, err
 	}
 	if _, err := w.commit(); err != nil {
 		return nil, err

@@ -791,3 +791,38 @@ func TestSealedRewriteCut(t *testing.T) {
 		t.Errorf("the earlier file is still there: %v", err)
 	}
 }
+
+// TestSealedEarlierCorrupt opens a store whose sealed file of the
+// earlier layout does not check: Open fails, says the store is
+// inconsistent, and leaves the file as it was, with no other beside it.
+func TestSealedEarlierCorrupt(t *testing.T) {
+	dir := copyDir(t, earlierLayout)
+	path := filepath.Join(dir, sealedV2Name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/3] ^= 1
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{true, false} {
+		s, err := Open(context.Background(), dir, Options{ReadOnly: ro})
+		if err == nil {
+			s.Close()
+			t.Fatalf("read-only %v: opened", ro)
+		}
+		if !errors.Is(err, store.ErrInconsistent) {
+			t.Errorf("read-only %v: %v, want ErrInconsistent", ro, err)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil || !slices.Equal(after, data) {
+		t.Errorf("the file changed: %v", err)
+	}
+	for _, name := range []string{sealedName, sealedTemp} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want none", name, err)
+		}
+	}
+}
