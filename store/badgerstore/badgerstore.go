@@ -410,7 +410,7 @@ type Store struct {
 	sealed atomic.Pointer[sealedRows]
 	// over holds, for users whose rows are sealed, whether Badger may
 	// hold token keys of theirs (overlaid).
-	overMu sync.Mutex
+	overMu sync.RWMutex
 	over   map[string]bool
 	// missed counts, per user, the tokens Lookup read from Badger since
 	// the last warm, for Options.WarmByNeed.
@@ -560,6 +560,9 @@ func (s *Store) openAll(ctx context.Context, readOnly bool) (fault, error) {
 		return fault, errors.Join(err, db.Close())
 	}
 	if err := s.loadMeta(ctx, s.opts, readOnly); err != nil {
+		return fault, errors.Join(err, s.releaseAll(), db.Close())
+	}
+	if err := s.dropEarlierSealed(); err != nil {
 		return fault, errors.Join(err, s.releaseAll(), db.Close())
 	}
 	if err := s.finishBusy(); err != nil {

@@ -1041,3 +1041,41 @@ func TestFaultEarlierSealedLayout(t *testing.T) {
 		t.Errorf("the earlier file is still there: %v", err)
 	}
 }
+
+// TestFaultEarlierSealedNoRoom opens a store whose sealed file is of the
+// earlier layout on a disk with room for Badger but not for the file
+// rewritten above the reserve: the rewrite goes to memory, the store
+// answers every row, and the earlier file stays, to be rewritten by the
+// next open with room.
+func TestFaultEarlierSealedNoRoom(t *testing.T) {
+	rows := earlierRows(t)
+	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
+	dir := filepath.Join(mnt, "store")
+	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
+		t.Fatal(err)
+	}
+	o := faultOptions(t)
+	filler := fsfault.Fill(t, mnt, o.ReserveBytes+32<<10)
+	s := open(t, dir, o)
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); err != nil {
+		t.Fatalf("the earlier file after a rewrite in memory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file of this layout after a rewrite in memory: %v", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, o)
+	readsRows(t, s, rows)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier file after the rewrite: %v", err)
+	}
+}

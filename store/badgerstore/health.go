@@ -381,11 +381,8 @@ func freeSpace(dir string) int64 {
 // chunk it writes: Badger writes tables through memory maps, and a table
 // written past the end of the disk's space is SIGBUS, not an error.
 func (s *Store) spaceFor(n int64) error {
-	if s.inMemory || s.opts.ReserveBytes <= 0 || s.blind.Load() {
-		return nil
-	}
-	free := freeSpace(s.dir)
-	if free < 0 || free-n >= s.opts.ReserveBytes {
+	err := s.roomFor(n)
+	if err == nil {
 		return nil
 	}
 	s.look()
@@ -393,6 +390,20 @@ func (s *Store) spaceFor(n int64) error {
 		return err
 	}
 	s.count(FaultRefused)
+	return err
+}
+
+// roomFor returns nil if n more bytes leave the reserve free, or the
+// error that says they do not. Unlike spaceFor it changes nothing: Open
+// calls it, before the store knows its directory to look at.
+func (s *Store) roomFor(n int64) error {
+	if s.inMemory || s.opts.ReserveBytes <= 0 || s.blind.Load() {
+		return nil
+	}
+	free := freeSpace(s.dir)
+	if free < 0 || free-n >= s.opts.ReserveBytes {
+		return nil
+	}
 	return fmt.Errorf("%w: free space %s, and %s more would leave less than the reserve of %s", store.ErrReadOnly, mib(free), mib(n), mib(s.opts.ReserveBytes))
 }
 

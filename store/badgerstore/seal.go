@@ -47,9 +47,11 @@ import (
 // the directory holds one or the other, whole.
 //
 // The file of the layout before schema 6 is sealedV2Name; a store that
-// holds one rewrites it as sealedName when it opens (rewriteSealed). A
-// build of schema 5 finds no file of its name, and refuses the store for
-// its schema.
+// holds one rewrites it as sealedName when it opens (rewriteSealed), and
+// removes it once the meta record says schema 6 (dropEarlierSealed).
+// Until then the earlier file is the rows, for the next open as for a
+// build of schema 5, which finds no other file of its name; from then
+// on that build refuses the store for its schema.
 const (
 	sealedName   = "sealed-buckets"
 	sealedTemp   = sealedName + ".new"
@@ -131,15 +133,15 @@ func (s *Store) openSealed(readOnly bool) error {
 	var r *sealedRows
 	var err error
 	switch {
-	case exists(path):
-		if exists(v2) && !s.dbReadOnly {
-			// A rewrite cut short between its rename and this removal.
-			if err := errors.Join(os.Remove(v2), syncDir(s.dir)); err != nil {
-				return fmt.Errorf("sealed rows: %w", err)
-			}
-		}
+	case exists(path) && (!exists(v2) || s.schemaCurrent()):
+		// An earlier file beside it is one a rewrite keeps until the
+		// meta record says this schema (dropEarlierSealed).
 		r, err = mapSealed(path)
 	case exists(v2):
+		// At an older schema the earlier file holds the rows, whatever
+		// file of this layout lies beside it: a rewrite cut short
+		// before the meta record, or one that an older build's
+		// training has made stale since.
 		r, err = s.rewriteSealed(v2, readOnly)
 	default:
 		return nil
@@ -158,9 +160,50 @@ func (s *Store) openSealed(readOnly bool) error {
 		return err
 	})
 	if err != nil {
+		// A rewrite has made r the store's already.
+		s.sealed.Store(nil)
 		return errors.Join(fmt.Errorf("sealed rows: void users: %w", err), r.release())
 	}
 	s.sealed.Store(r)
+	return nil
+}
+
+// schemaCurrent reports whether the meta record says this schema; a
+// record that does not read says not.
+func (s *Store) schemaCurrent() bool {
+	var m meta
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			m, err = decodeMeta(v)
+			return err
+		})
+	})
+	return err == nil && m.Schema >= schemaVersion
+}
+
+// dropEarlierSealed removes the earlier layout's file, which a rewrite
+// leaves until the store reads its rows from a file of this layout and
+// the meta record says this schema, as loadMeta leaves it for a store
+// that can write: until then an older build, and the next open, read the
+// earlier file.
+func (s *Store) dropEarlierSealed() error {
+	if s.inMemory || s.dbReadOnly {
+		return nil
+	}
+	if r := s.sealed.Load(); r != nil && r.unmap == nil {
+		return nil // rewritten in memory
+	}
+	v2 := filepath.Join(s.dir, sealedV2Name)
+	if !exists(v2) {
+		return nil
+	}
+	if err := errors.Join(os.Remove(v2), syncDir(s.dir)); err != nil {
+		return fmt.Errorf("sealed rows: remove %s: %w", sealedV2Name, err)
+	}
 	return nil
 }
 
@@ -206,9 +249,10 @@ func mapFile(path string) ([]byte, error) {
 
 // rewriteSealed rewrites the sealed file at path, of the earlier layout,
 // in this one, which a store reads without its cache (readSealed): as
-// sealedName, through sealedTemp as a reseal writes it, removing path
-// after; or, where a fault keeps the store from writing, in memory, for
-// as long as the store is open. A store opened read-only leaves it to a
+// sealedName, through sealedTemp as a reseal writes it, leaving path to
+// dropEarlierSealed; or, where a fault keeps the store from writing, or
+// the rows cannot be written (no space, an I/O error), in memory, for as
+// long as the store is open. A store opened read-only leaves it to a
 // writer.
 func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	if readOnly {
@@ -218,45 +262,90 @@ func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.createSealedIn(s.dbReadOnly)
+	w, err := s.scanEarlier(old, path, s.dbReadOnly)
+	var wrote *writeFailed
+	if errors.As(err, &wrote) {
+		s.log.Warn("badgerstore: the sealed file of the earlier layout could not be rewritten on disk; it is read from memory until the store opens again", "dir", s.dir, "err", wrote.err)
+		w, err = s.scanEarlier(old, path, true)
+	}
+	err = errors.Join(err, unix.Munmap(old))
 	if err != nil {
-		return nil, errors.Join(err, unix.Munmap(old))
-	}
-	if err := sealed.ScanV2(old, w.add); err != nil {
-		w.abort()
-		return nil, errors.Join(unreadable(path, err), unix.Munmap(old))
-	}
-	if err := unix.Munmap(old); err != nil {
-		w.abort()
+		if w != nil {
+			w.abort()
+		}
 		return nil, err
 	}
 	if _, err := w.commit(); err != nil {
 		return nil, err
-	}
-	if w.f != nil {
-		if err := errors.Join(os.Remove(path), syncDir(s.dir)); err != nil {
-			return nil, errors.Join(err, s.releaseAll())
-		}
 	}
 	r := s.sealed.Load()
 	s.log.Info("badgerstore: sealed file rewritten in the current layout", "dir", s.dir, "rows", w.rows, "in_memory", w.f == nil)
 	return r, nil
 }
 
+// writeFailed is an error of writing a rewritten sealed file, not of
+// reading the earlier one.
+type writeFailed struct{ err error }
+
+func (e *writeFailed) Error() string { return e.err.Error() }
+func (e *writeFailed) Unwrap() error { return e.err }
+
+// scanEarlier writes the rows of old, the earlier file at path, into a
+// new sealed file, in memory if inMemory, and returns it to be committed.
+// An error of the writing is a writeFailed; of the reading, the
+// inconsistency unreadable says.
+func (s *Store) scanEarlier(old []byte, path string, inMemory bool) (*sealedWrite, error) {
+	w, err := s.createSealedIn(inMemory, s.roomFor)
+	if err != nil {
+		return nil, &writeFailed{err}
+	}
+	var werr error
+	err = sealed.ScanV2(old, func(user string, h uint64, row []byte) error {
+		werr = w.add(user, h, row)
+		return werr
+	})
+	if err == nil {
+		// Its last bytes, the offsets, are most of what is left.
+		werr = w.close()
+		err = werr
+	}
+	switch {
+	case err == nil:
+		return w, nil
+	case werr != nil:
+		w.abort()
+		return nil, &writeFailed{werr}
+	default:
+		w.abort()
+		return nil, unreadable(path, err)
+	}
+}
+
 // sealedWrite is a sealed file being written.
 type sealedWrite struct {
-	s    *Store
-	w    *sealed.Writer
-	f    *os.File      // the temporary file, or nil in memory
-	buf  *bytes.Buffer // in memory
-	rows int
+	s      *Store
+	w      *sealed.Writer
+	f      *os.File      // the temporary file, or nil in memory
+	buf    *bytes.Buffer // in memory
+	rows   int
+	closed bool // its bytes are all written
+}
+
+// close writes the file's last bytes, once.
+func (w *sealedWrite) close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	return w.w.Close()
 }
 
 // createSealed starts a sealed file.
-func (s *Store) createSealed() (*sealedWrite, error) { return s.createSealedIn(s.inMemory) }
+func (s *Store) createSealed() (*sealedWrite, error) { return s.createSealedIn(s.inMemory, s.spaceFor) }
 
-// createSealedIn starts a sealed file, in memory if inMemory.
-func (s *Store) createSealedIn(inMemory bool) (*sealedWrite, error) {
+// createSealedIn starts a sealed file, in memory if inMemory, whose
+// writes room allows.
+func (s *Store) createSealedIn(inMemory bool, room func(n int64) error) (*sealedWrite, error) {
 	sw := &sealedWrite{s: s}
 	var w io.Writer
 	if inMemory {
@@ -267,21 +356,21 @@ func (s *Store) createSealedIn(inMemory bool) (*sealedWrite, error) {
 		if err != nil {
 			return nil, err
 		}
-		sw.f, w = f, spaceWriter{s, f}
+		sw.f, w = f, spaceWriter{room, f}
 	}
 	sw.w = sealed.NewWriter(w)
 	return sw, nil
 }
 
-// spaceWriter writes to w while the store's reserve stays free: Badger,
-// which shares the disk, does not survive finding it full.
+// spaceWriter writes to w while room says the store's reserve stays
+// free: Badger, which shares the disk, does not survive finding it full.
 type spaceWriter struct {
-	s *Store
-	w io.Writer
+	room func(n int64) error
+	w    io.Writer
 }
 
 func (w spaceWriter) Write(p []byte) (int, error) {
-	if err := w.s.spaceFor(int64(len(p))); err != nil {
+	if err := w.room(int64(len(p))); err != nil {
 		return 0, err
 	}
 	return w.w.Write(p)
@@ -307,7 +396,7 @@ func (w *sealedWrite) abort() {
 // exclusively.
 func (w *sealedWrite) commit() (old *sealedRows, err error) {
 	s := w.s
-	if err := w.w.Close(); err != nil {
+	if err := w.close(); err != nil {
 		w.abort()
 		return nil, err
 	}
@@ -506,12 +595,19 @@ func (s *Store) dropVoid() error {
 // A user's answer is looked up once, then kept; writers set it with
 // overlay before they write the first key.
 func (s *Store) overlaid(user string) bool {
+	// Every lookup of a sealed model asks, from every worker.
+	s.overMu.RLock()
+	has, ok := s.over[user]
+	s.overMu.RUnlock()
+	if ok {
+		return has
+	}
 	s.overMu.Lock()
 	defer s.overMu.Unlock()
 	if has, ok := s.over[user]; ok {
 		return has
 	}
-	has := true // a failed look asks Badger every time
+	has = true // a failed look asks Badger every time
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: userPrefix(kindToken, user)})
 		defer it.Close()

@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -765,9 +766,9 @@ func TestSealedEarlierLayout(t *testing.T) {
 	}
 }
 
-// TestSealedRewriteCut opens a store that a rewrite of its sealed file
-// was cut short in, after the new file's rename and before the earlier
-// one's removal: it reads the new file and removes the earlier.
+// TestSealedRewriteCut opens a store of this schema with the earlier
+// layout's file beside its own, as a rewrite leaves them when cut short
+// after the meta record: it reads its own and removes the earlier.
 func TestSealedRewriteCut(t *testing.T) {
 	rows := earlierRows(t)
 	dir := copyDir(t, earlierLayout)
@@ -824,5 +825,37 @@ func TestSealedEarlierCorrupt(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: %v, want none", name, err)
 		}
+	}
+}
+
+// TestSealedEarlierSchemaBoth opens a store of schema 5 with a file of
+// this layout beside its earlier one, as a rewrite cut short before the
+// meta record leaves them, or a build of schema 5 that trained the store
+// since: the earlier file holds the rows, and the other is written anew
+// from it.
+func TestSealedEarlierSchemaBoth(t *testing.T) {
+	rows := earlierRows(t)
+	dir := copyDir(t, earlierLayout)
+	var stale bytes.Buffer
+	w := sealed.NewWriter(&stale)
+	if err := w.Add("", 1, appendRow(nil, 20100, []uint64{9, 0})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, sealedName), stale.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir, Options{ReadOnly: true})
+	readsRows(t, s, rows)
+	if got, err := s.Lookup(context.Background(), "", []bow.Hash{1}); err != nil || got[0] != nil {
+		t.Errorf("the stale file's row: %v, %v", got, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier file is still there: %v", err)
 	}
 }

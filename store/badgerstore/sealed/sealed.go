@@ -40,8 +40,8 @@
 // decode is reported where it is read, as ErrCorrupt.
 //
 // Files of the earlier layout ("spamdsl2": rows in blocks of 16 behind a
-// searched index of their first hashes) are still read, as OpenV2 and
-// their Scan, so that a store holding one can rewrite it in this layout.
+// searched index of their first hashes) are still read, by ScanV2, so
+// that a store holding one can rewrite it in this layout.
 package sealed
 
 import (
@@ -76,9 +76,11 @@ const (
 	// within a few percent, and a bucket count off by that much only
 	// moves the rows a bucket holds.
 	estimateRows = 4096
-	// maxBits bounds k, and so the offsets of a user whose first hashes
-	// are not spread evenly.
-	maxBits = 24
+	// maxBits bounds k, and so the offsets the Writer holds for a user
+	// whose first hashes are not spread evenly, as tokens made for it
+	// could make them: 16 MiB. A user of more than 4·2^maxBits rows has
+	// more rows a bucket.
+	maxBits = 22
 )
 
 // ErrCorrupt is returned for a file, or a part of one, that does not
@@ -122,10 +124,10 @@ type heldRow struct {
 
 // section is a user's entry in the directory.
 type section struct {
-	user                 string
-	rows, bits           uint64
-	dataOff, dataLen     uint64
-	offsetsOff, nOffsets uint64
+	user             string
+	rows, bits       uint64
+	dataOff, dataLen uint64
+	offsetsOff       uint64
 }
 
 // NewWriter returns a Writer that writes to w, which it buffers.
@@ -168,7 +170,8 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	}
 	// Open takes no user's rows past 4 GiB: refuse them here, before
 	// the file is whole.
-	if w.off-w.cur.dataOff+uint64(len(w.heldData)+len(row))+8+2*binary.MaxVarintLen64 > math.MaxUint32 {
+	const maxHeader = 8 + 1 + binary.MaxVarintLen64
+	if w.off-w.cur.dataOff+uint64(len(w.heldData)+len(row))+uint64(len(w.held)+1)*maxHeader > math.MaxUint32 {
 		return fmt.Errorf("sealed: user %q: over 4 GiB of rows", user)
 	}
 	w.last = h
@@ -187,14 +190,19 @@ func (w *Writer) Add(user string, h uint64, row []byte) error {
 	return w.err
 }
 
-// choose sets the current user's k for about rows rows and writes the
-// rows held.
-func (w *Writer) choose(rows float64) {
+// bitsFor returns k for rows rows: 4 to 8 rows a bucket.
+func bitsFor(rows float64) uint64 {
 	k := uint64(0)
 	for k < maxBits && rows >= 2*bucketRows*float64(uint64(1)<<k) {
 		k++
 	}
-	w.cur.bits, w.chosen = k, true
+	return k
+}
+
+// choose sets the current user's k for about rows rows and writes the
+// rows held.
+func (w *Writer) choose(rows float64) {
+	w.cur.bits, w.chosen = bitsFor(rows), true
 	for _, r := range w.held {
 		w.put(r.h, w.heldData[r.start:r.end])
 	}
@@ -225,7 +233,13 @@ func (w *Writer) put(h uint64, row []byte) {
 }
 
 // finish ends the current user's rows, if any: it writes the rows held,
-// and the offsets of the buckets past the last row's.
+// and the offsets of the buckets past the last row's. Where the rows
+// turn out fewer than the estimate said, as when their first hashes were
+// not spread evenly, it merges buckets down to k for the rows there are,
+// or to the least k whose rows hold as many of the hash's bytes, since
+// the rows are written: a bucket's offset is then that of the first of
+// the buckets merged into it. A row that starts a bucket merged into
+// another shares nothing, which a reader takes as it is.
 func (w *Writer) finish() {
 	if w.cur == nil {
 		return
@@ -234,11 +248,21 @@ func (w *Writer) finish() {
 		w.choose(float64(len(w.held)))
 	}
 	i := len(w.offsets) - 1
-	for ; w.next <= 1<<w.cur.bits; w.next++ {
+	k := w.cur.bits
+	for ; w.next <= 1<<k; w.next++ {
 		w.offsets[i] = binary.LittleEndian.AppendUint32(w.offsets[i], uint32(w.off-w.cur.dataOff))
 	}
+	if fit := max(bitsFor(float64(w.cur.rows)), uint64(64-8*remWidth(k))); fit < k {
+		// Entry j·step moves to j, at or below it: each is read
+		// before it is written over.
+		offs, step := w.offsets[i], uint64(1)<<(k-fit)
+		for j := range uint64(1)<<fit + 1 {
+			copy(offs[j*offsetSize:], offs[j*step*offsetSize:j*step*offsetSize+offsetSize])
+		}
+		w.offsets[i] = offs[:(uint64(1)<<fit+1)*offsetSize]
+		w.cur.bits = fit
+	}
 	w.cur.dataLen = w.off - w.cur.dataOff
-	w.cur.nOffsets = uint64(len(w.offsets[i]) / offsetSize)
 }
 
 // Close writes the offsets, the directory and the footer, and flushes.

@@ -360,3 +360,22 @@ func FuzzScanV2(f *testing.F) {
 		}
 	})
 }
+
+// TestCrowdedBound writes a user whose first hashes make the Writer
+// expect some 2^64/2^13 times more rows than come: the file holds the
+// offsets of the buckets for the rows that came, merged down to the least
+// k whose rows hold as many bytes of the hash, not of 2^maxBits buckets.
+func TestCrowdedBound(t *testing.T) {
+	const rows = 2 * estimateRows
+	data := write(t, crowded(rows))
+	f, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if max := rows*8 + (1<<16+1)*offsetSize + 4096; len(data) > max {
+		t.Errorf("%d bytes for %d rows, want at most %d", len(data), rows, max)
+	}
+	if s := f.Section(""); s.shift != 64-16 {
+		t.Errorf("k %d, want 16", 64-s.shift)
+	}
+}
