@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -858,4 +860,77 @@ func TestSealedEarlierSchemaBoth(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, sealedV2Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the earlier file is still there: %v", err)
 	}
+}
+
+// rewriteCrashEnv, set in the environment of a re-executed test binary,
+// makes TestRewriteCrash open the store in that directory, which
+// rewrites its earlier sealed file.
+const rewriteCrashEnv = "SPAMD_BADGERSTORE_REWRITE_CRASH"
+
+// TestRewriteCrash kills processes opening a store whose sealed file is
+// of the earlier layout at random moments of the rewrite and conversion:
+// each time, a store still at schema 5 has the earlier file as it was,
+// for a build of schema 5, and the next open reads every row.
+func TestRewriteCrash(t *testing.T) {
+	if dir := os.Getenv(rewriteCrashEnv); dir != "" {
+		fmt.Println("opening")
+		s, err := Open(context.Background(), dir, Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("opened")
+		s.Close()
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("kills child processes")
+	}
+	rows := earlierRows(t)
+	old, err := os.ReadFile(filepath.Join(earlierLayout, sealedV2Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	// The first round is not killed: it times the open, so that the
+	// kills of the others land anywhere in it.
+	var took time.Duration
+	earlier := 0
+	for round := range 1 + kills(t, 6) {
+		dir := copyDir(t, earlierLayout)
+		cmd, out := startChild(t, "TestRewriteCrash", rewriteCrashEnv+"="+dir)
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() || sc.Text() != "opening" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: the child did not start", round)
+		}
+		if round == 0 {
+			start := time.Now()
+			if !sc.Scan() || sc.Text() != "opened" {
+				t.Fatal("the first open did not finish")
+			}
+			took = time.Since(start)
+		} else {
+			time.Sleep(time.Duration(rng.Int64N(int64(took) * 5 / 4)))
+			cmd.Process.Kill()
+		}
+		for sc.Scan() {
+		}
+		cmd.Wait()
+		if _, schema := kinds(t, dir); schema < schemaVersion {
+			earlier++
+			if got, err := os.ReadFile(filepath.Join(dir, sealedV2Name)); err != nil || !bytes.Equal(got, old) {
+				t.Fatalf("round %d: schema %d, and the earlier file is not as it was: %v", round, schema, err)
+			}
+		}
+		s := open(t, dir, Options{})
+		readsRows(t, s, rows)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("an open took %v; after a kill, %d stores were still at the earlier schema", took, earlier)
 }
