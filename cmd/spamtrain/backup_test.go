@@ -50,7 +50,7 @@ func TestDumpRestore(t *testing.T) {
 	}
 	// Into a new store, the restore ends with a compaction that folds
 	// the rows into the sealed file.
-	if fi, err := os.Stat(filepath.Join(dst, "sealed-rows")); !strings.Contains(out, "compact: ") || err != nil || fi.Size() == 0 {
+	if fi, err := os.Stat(filepath.Join(dst, "sealed-buckets")); !strings.Contains(out, "compact: ") || err != nil || fi.Size() == 0 {
 		t.Errorf("a restore into a new store left no sealed file (%v) or printed no compaction: %q", err, out)
 	}
 	if second := mustRun(t, "", "dump", "--db", dst); second != first {
