@@ -712,7 +712,8 @@ func lockedError(err error) bool {
 func (s *Store) loadMeta(ctx context.Context, o Options, readOnly bool) error {
 	var m meta
 	err := s.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaKey)
+		var err error
+		m, err = metaIn(txn)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			it := txn.NewIterator(badger.IteratorOptions{})
 			defer it.Close()
@@ -726,14 +727,6 @@ func (s *Store) loadMeta(ctx context.Context, o Options, readOnly bool) error {
 			}
 			return txn.Set(metaKey, v)
 		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		m, err = decodeMeta(v)
 		return err
 	})
 	if err != nil {
@@ -762,6 +755,20 @@ func (s *Store) loadMeta(ctx context.Context, o Options, readOnly bool) error {
 	s.upgraded = m.Upgraded
 	s.classes.Store(newClassList(m.Classes))
 	return nil
+}
+
+// metaIn reads the meta record in txn.
+func metaIn(txn *badger.Txn) (meta, error) {
+	item, err := txn.Get(metaKey)
+	if err != nil {
+		return meta{}, err
+	}
+	var m meta
+	err = item.Value(func(v []byte) error {
+		m, err = decodeMeta(v)
+		return err
+	})
+	return m, err
 }
 
 // metaRecord returns the meta record of this schema with classes.

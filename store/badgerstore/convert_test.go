@@ -189,14 +189,9 @@ func kinds(t *testing.T, dir string) (map[byte]int, int) {
 		for it.Rewind(); it.Valid(); it.Next() {
 			n[it.Item().Key()[0]]++
 		}
-		item, err := txn.Get(metaKey)
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			m, err = decodeMeta(v)
-			return err
-		})
+		var err error
+		m, err = metaIn(txn)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -298,6 +298,40 @@ func crashChild(arg string) {
 	os.Exit(3)
 }
 
+// timedOrKilled runs test's child mode with env, which prints start,
+// then each of ends as it gets there. With took 0, it lets the child
+// finish, and returns how long the child took from start to the last of
+// ends; otherwise it kills the child at a random moment within 5/4 of
+// took, so that kills land anywhere in the work, however slow the
+// machine (the race detector makes it thirty times slower), and returns
+// took. It waits for the child either way.
+func timedOrKilled(t *testing.T, test, env string, rng *rand.Rand, took time.Duration, start string, ends ...string) time.Duration {
+	t.Helper()
+	cmd, out := startChild(t, test, env)
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != start {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the child did not print %q", start)
+	}
+	if took == 0 {
+		began := time.Now()
+		for _, end := range ends {
+			if !sc.Scan() || sc.Text() != end {
+				t.Fatalf("the child did not get to %q", end)
+			}
+		}
+		took = time.Since(began)
+	} else {
+		time.Sleep(time.Duration(rng.Int64N(int64(took) * 5 / 4)))
+		cmd.Process.Kill()
+	}
+	for sc.Scan() {
+	}
+	cmd.Wait()
+	return took
+}
+
 // startChild runs this test binary's test named test in a child process
 // with env added to its environment, and returns it with its standard
 // output.

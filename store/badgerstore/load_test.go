@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -290,26 +289,7 @@ func TestLoadCrash(t *testing.T) {
 	var took time.Duration
 	for round := range 1 + kills(t, 6) {
 		dir := t.TempDir()
-		cmd, out := startChild(t, "TestLoadCrash", loadCrashEnv+"="+dir)
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() || sc.Text() != "loading" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: the child did not start loading", round)
-		}
-		if round == 0 {
-			start := time.Now()
-			if !sc.Scan() || sc.Text() != "loaded" || !sc.Scan() || sc.Text() != "trained" {
-				t.Fatal("the first load and training did not finish")
-			}
-			took = time.Since(start)
-		} else {
-			time.Sleep(time.Duration(rng.Int64N(int64(took) * 5 / 4)))
-			cmd.Process.Kill()
-		}
-		for sc.Scan() {
-		}
-		cmd.Wait()
+		took = timedOrKilled(t, "TestLoadCrash", loadCrashEnv+"="+dir, rng, took, "loading", "loaded", "trained")
 		s := open(t, dir, Options{})
 		got, err := s.Users(context.Background())
 		if err != nil {

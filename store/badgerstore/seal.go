@@ -173,14 +173,9 @@ func (s *Store) openSealed(readOnly bool) error {
 func (s *Store) schemaCurrent() bool {
 	var m meta
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaKey)
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			m, err = decodeMeta(v)
-			return err
-		})
+		var err error
+		m, err = metaIn(txn)
+		return err
 	})
 	return err == nil && m.Schema >= schemaVersion
 }

@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -894,32 +893,12 @@ func TestRewriteCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	// The first round is not killed: it times the open, so that the
-	// kills of the others land anywhere in it.
+	// The first round is not killed: it times the open (timedOrKilled).
 	var took time.Duration
 	earlier := 0
 	for round := range 1 + kills(t, 6) {
 		dir := copyDir(t, earlierLayout)
-		cmd, out := startChild(t, "TestRewriteCrash", rewriteCrashEnv+"="+dir)
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() || sc.Text() != "opening" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: the child did not start", round)
-		}
-		if round == 0 {
-			start := time.Now()
-			if !sc.Scan() || sc.Text() != "opened" {
-				t.Fatal("the first open did not finish")
-			}
-			took = time.Since(start)
-		} else {
-			time.Sleep(time.Duration(rng.Int64N(int64(took) * 5 / 4)))
-			cmd.Process.Kill()
-		}
-		for sc.Scan() {
-		}
-		cmd.Wait()
+		took = timedOrKilled(t, "TestRewriteCrash", rewriteCrashEnv+"="+dir, rng, took, "opening", "opened")
 		if _, schema := kinds(t, dir); schema < schemaVersion {
 			earlier++
 			if got, err := os.ReadFile(filepath.Join(dir, sealedV2Name)); err != nil || !bytes.Equal(got, old) {
