@@ -116,7 +116,7 @@ type digestWriter struct {
 }
 
 // digestWriters pools digestWriters: the buffer, which the hashes' Write
-// makes escape, was 9 KB of the bytes allocated a message prepared.
+// makes escape, was some 5 KB of the 21 KB allocated a message prepared.
 var digestWriters = sync.Pool{New: func() any { return new(digestWriter) }}
 
 // release gives w back to digestWriters, empty.

@@ -55,8 +55,9 @@
 // Badger's tables took 35 with its key, version and indexes, and a read
 // is two memory accesses that the hash alone addresses, so that a
 // lookup of a model Badger holds no keys of reads the file for all its
-// tokens at once and skips the cache (readSealed). Badger's "T" keys of a sealed user lie over the file: a key is
-// the row, and a key with an empty value, which no row encodes to, a
+// tokens at once and skips the cache (readSealed). Badger's "T" keys of
+// a sealed user lie over the file: a key is the row, and a key with an
+// empty value, which no row encodes to, a
 // tombstone that says the row is gone. Training a sealed model writes
 // the rows it changes, as for any model (seal.go says more).
 //
@@ -291,9 +292,9 @@ type Options struct {
 	// of tokens the model lacks, and on SpamAssassin's corpus a quarter
 	// warmed too late to pay back in a run of a thousand messages, where
 	// an eighth did. A sealed model that Badger holds no keys over is
-	// read without the cache. It is for batch work such as spamtrain's; a daemon warms
-	// at start instead, and would not want a lookup in a mail's path to
-	// wait for a warm.
+	// read without the cache. It is for batch work such as spamtrain's;
+	// a daemon warms at start instead, and would not want a lookup in a
+	// mail's path to wait for a warm.
 	WarmByNeed bool
 
 	// ReserveBytes is the free space the store leaves on its filesystem.

@@ -24,7 +24,7 @@ type migration struct {
 // migrations holds, by schema, the migrations to the next one.
 var migrations = map[int][]migration{
 	// Schema 6 laid the sealed file out in buckets, under a name of its
-	// own, which Open rewrites the earlier file as before it converts
+	// own; Open writes it from the earlier file before it converts
 	// (rewriteSealed).
 	5: nil,
 	// Schema 5 added the sealed file, which an older store does not have.

@@ -985,6 +985,18 @@ func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
 	}
 }
 
+// earlierOnTmpfs copies earlierLayout into a small tmpfs mounted for t,
+// and returns the mount and the store's directory.
+func earlierOnTmpfs(t *testing.T) (mnt, dir string) {
+	t.Helper()
+	mnt = fsfault.MountTmpfs(t, "64m", 0o700)
+	dir = filepath.Join(mnt, "store")
+	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
+		t.Fatal(err)
+	}
+	return mnt, dir
+}
+
 // TestFaultEarlierSealedLayout opens, on a disk below the store's
 // reserve, a store of schema 5 whose sealed file is of the earlier
 // layout: it opens degraded and read-only, rewrites the file in memory
@@ -992,11 +1004,7 @@ func TestFaultDiskFullDuringBulkLoad(t *testing.T) {
 // the next open rewrites the file and converts the store.
 func TestFaultEarlierSealedLayout(t *testing.T) {
 	rows := earlierRows(t)
-	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
-	dir := filepath.Join(mnt, "store")
-	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
-		t.Fatal(err)
-	}
+	mnt, dir := earlierOnTmpfs(t)
 	// layout returns the sealed file's name and what sealed.Open says
 	// of it.
 	layout := func() (string, error) {
@@ -1049,11 +1057,7 @@ func TestFaultEarlierSealedLayout(t *testing.T) {
 // next open with room.
 func TestFaultEarlierSealedNoRoom(t *testing.T) {
 	rows := earlierRows(t)
-	mnt := fsfault.MountTmpfs(t, "64m", 0o700)
-	dir := filepath.Join(mnt, "store")
-	if err := os.CopyFS(dir, os.DirFS(earlierLayout)); err != nil {
-		t.Fatal(err)
-	}
+	mnt, dir := earlierOnTmpfs(t)
 	o := faultOptions(t)
 	filler := fsfault.Fill(t, mnt, o.ReserveBytes+32<<10)
 	s := open(t, dir, o)

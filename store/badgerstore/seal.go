@@ -259,7 +259,7 @@ func (s *Store) rewriteSealed(path string, readOnly bool) (*sealedRows, error) {
 	}
 	w, err := s.scanEarlier(old, path, s.dbReadOnly)
 	var wrote *writeFailed
-	if errors.As(err, &wrote) {
+	if errors.As(err, &wrote) && !s.dbReadOnly {
 		s.log.Warn("badgerstore: the sealed file of the earlier layout could not be rewritten on disk; it is read from memory until the store opens again", "dir", s.dir, "err", wrote.err)
 		w, err = s.scanEarlier(old, path, true)
 	}

@@ -78,8 +78,8 @@ const (
 	estimateRows = 4096
 	// maxBits bounds k, and so the offsets the Writer holds for a user
 	// whose first hashes are not spread evenly, as tokens made for it
-	// could make them: 16 MiB. A user of more than 4·2^maxBits rows has
-	// more rows a bucket.
+	// could make them: 16 MiB. A user of more than 8·2^maxBits rows, 33
+	// million, has more than 8 rows a bucket.
 	maxBits = 22
 )
 
