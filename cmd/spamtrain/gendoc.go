@@ -155,7 +155,9 @@ SPAMD_REDIS: a Redis model's server, when --redis is not given.
 
 SPAMD_CONFIG: spamd's configuration (default /etc/spamd/config.toml), read for the daemon's socket, its store and its [filter] and [store.redis] settings.
 
-SPAMD_API: the running spamd's control API, unix:/PATH or tcp://HOST:PORT; SPAMD_API_TOKEN: the bearer token over TCP.`},
+SPAMD_API: the running spamd's control API, unix:/PATH or tcp://HOST:PORT; SPAMD_API_TOKEN: the bearer token over TCP.
+
+SPAMTRAIN_CPUPROFILE: a file to write a CPU profile of the run to, for go tool pprof.`},
 			{Title: "Exit status", Text: `0 on success, 1 when the command failed or some messages could not be read (the rest were done), 2 for a wrong command line, 130 when stopped by a signal.
 
 filter says the verdict: 0 ham, 1 spam, 2 unsure, 3 when the message could not be judged (it is then passed on unchanged); --exit-codes changes them.`},

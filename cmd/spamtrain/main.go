@@ -134,9 +134,17 @@ func main() {
 		fmt.Fprintln(e.stderr, "spamtrain: interrupted")
 		os.Exit(exitInterrupted)
 	}()
+	stopProfile, err := startProfile()
+	if err != nil {
+		fmt.Fprintln(e.stderr, "spamtrain:", err)
+		os.Exit(2)
+	}
 	code := run(ctx, e, os.Args[1:])
 	if ctx.Err() != nil && code != 0 {
 		code = exitInterrupted
+	}
+	if err := stopProfile(); err != nil {
+		fmt.Fprintln(e.stderr, "spamtrain:", err)
 	}
 	os.Exit(code)
 }
