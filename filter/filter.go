@@ -436,7 +436,7 @@ func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending
 	// Hashes in a fixed order make the sum, and so the score, the same
 	// to the bit every time a message is scored.
 	hashes, counts := bag.Hashes(), bag.Counts()
-	gc, err := f.st.Lookup(ctx, "", hashes)
+	gc, err := f.lookup(ctx, "", hashes, &sc.global)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("global counts: %w", err)
 	}
@@ -444,7 +444,7 @@ func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending
 	if trained(ut) {
 		t := f.totals(ut, scope)
 		m.User = &t
-		if uc, err = f.st.Lookup(ctx, user, hashes); err != nil {
+		if uc, err = f.lookup(ctx, user, hashes, &sc.user); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("counts of %s: %w", user, err)
 		}
 	}
@@ -481,14 +481,25 @@ func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending
 	return m, fs, f.values(p, gt, ut, m.User != nil, scope), scope, nil
 }
 
+// lookup looks up hashes for user, in b's memory if the store can fill
+// it (store.Filler).
+func (f *Filter) lookup(ctx context.Context, user string, hashes []bow.Hash, b *store.LookupBuffer) ([]store.Counts, error) {
+	if fl, ok := f.st.(store.Filler); ok {
+		return fl.LookupInto(ctx, user, hashes, b)
+	}
+	return f.st.Lookup(ctx, user, hashes)
+}
+
 // scratch is the memory features fills for one message: the features and
-// the one array their per-class slices point into. Scoring needs it only
-// while it scores, and a message has hundreds of features of over a
-// hundred bytes each, so it is reused (scratches) rather than left to the
-// garbage collector per message.
+// the one array their per-class slices point into, and the store's
+// lookups where it can fill them. Scoring needs it only while it scores,
+// and a message has hundreds of features of over a hundred bytes each, so
+// it is reused (scratches) rather than left to the garbage collector per
+// message.
 type scratch struct {
-	buf []float64
-	fs  []nb.Feature
+	buf          []float64
+	fs           []nb.Feature
+	global, user store.LookupBuffer
 }
 
 // maxScratch is the largest number of features a scratch keeps for the

@@ -143,7 +143,12 @@ func (mod *memModel) changeSamples(c int, vs []Value, n int) {
 
 // Lookup returns the counts of each hash for user. All the Counts of one
 // call share one backing array, as long as the number of classes.
-func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Counts, error) {
+func (m *Memory) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]Counts, error) {
+	return m.LookupInto(ctx, user, hashes, new(LookupBuffer))
+}
+
+// LookupInto is Lookup in b's memory (Filler).
+func (m *Memory) LookupInto(_ context.Context, user string, hashes []bow.Hash, b *LookupBuffer) ([]Counts, error) {
 	if err := ValidUser(user); err != nil {
 		return nil, fmt.Errorf("lookup: %w", err)
 	}
@@ -152,27 +157,36 @@ func (m *Memory) Lookup(_ context.Context, user string, hashes []bow.Hash) ([]Co
 	if m.closed {
 		return nil, fmt.Errorf("lookup: %w", ErrClosed)
 	}
-	out := make([]Counts, len(hashes))
+	if cap(b.counts) < len(hashes) {
+		b.counts = make([]Counts, len(hashes))
+	}
+	out := b.counts[:len(hashes)]
+	clear(out)
 	mod := m.users[user]
 	if mod == nil {
 		return out, nil
 	}
 	w := 2 * len(m.classes)
-	var backing []uint64
+	values := b.values[:0]
 	mod.rows.touch(hashes)
 	for i, h := range hashes {
 		r, ok := mod.rows.find(h)
 		if !ok {
 			continue
 		}
-		if backing == nil {
-			backing = make([]uint64, (len(hashes)-i)*w)
+		if cap(values)-len(values) < w {
+			// Room for every row still to come, found or not, and
+			// twice the room there was, so that a reused buffer grows
+			// to what messages need. The rows already read keep the
+			// array they are in.
+			values = make([]uint64, 0, max((len(hashes)-i)*w, 2*cap(values)))
 		}
-		c := backing[:w:w]
-		backing = backing[w:]
+		c := values[len(values) : len(values)+w : len(values)+w]
+		values = values[:len(values)+w]
 		mod.rows.row(r, c)
 		out[i] = c
 	}
+	b.values = values
 	return out, nil
 }
 

@@ -272,6 +272,24 @@ type Store interface {
 	Close() error
 }
 
+// A Filler is a Store whose lookups can fill memory the caller reuses. A
+// first training looks up the tokens of every message it learns in a
+// Memory store, and the arrays Lookup returned were a third of the bytes
+// it allocated.
+type Filler interface {
+	Store
+	// LookupInto does what Lookup does, in b's memory: what it returns
+	// is valid until b's next use.
+	LookupInto(ctx context.Context, user string, hashes []bow.Hash, b *LookupBuffer) ([]Counts, error)
+}
+
+// LookupBuffer is the memory of one lookup after another (Filler). Its
+// zero value is ready to use.
+type LookupBuffer struct {
+	counts []Counts
+	values []uint64
+}
+
 // Record is one part of a user's model as Dump reads it and Restore
 // writes it: the header, a token's row or a message's seen record.
 type Record struct {

@@ -1,10 +1,13 @@
 package store_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/storetest"
 )
@@ -113,5 +116,67 @@ func TestAgeRule(t *testing.T) {
 	}
 	if seen := store.AgeRule(100, 1, 0, 30, 0).Plan(&store.PruneCensus{}); seen.DropSeen(0) || !seen.DropSeen(70) || seen.DropSeen(71) {
 		t.Errorf("plan of seen records before day 71 judges wrong")
+	}
+}
+
+// TestMemoryLookupInto looks up one hash set after another with the same
+// buffer, which grows and shrinks under them, and checks each answer
+// against Lookup's.
+func TestMemoryLookupInto(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	defer m.Close()
+	span := func(lo, hi bow.Hash) map[bow.Hash]uint32 {
+		c := make(map[bow.Hash]uint32)
+		for h := lo; h < hi; h++ {
+			c[h] = uint32(h%3 + 1)
+		}
+		return c
+	}
+	ops := []store.Op{
+		{Digest: store.Digest{1}, Class: "spam", Bag: bow.FromMaps(nil, span(1, 50))},
+		{Digest: store.Digest{2}, Class: "ham", Bag: bow.FromMaps(nil, span(25, 75))},
+	}
+	if _, err := m.Apply(ctx, "u", ops); err != nil {
+		t.Fatal(err)
+	}
+	hashes := func(lo, hi bow.Hash) []bow.Hash {
+		var hs []bow.Hash
+		for h := lo; h < hi; h++ {
+			hs = append(hs, h)
+		}
+		return hs
+	}
+	tests := []struct {
+		name   string
+		user   string
+		hashes []bow.Hash
+	}{
+		{"none held", "u", hashes(100, 120)},
+		{"some held", "u", hashes(60, 90)},
+		{"more than the buffer held", "u", hashes(0, 200)},
+		{"held after unheld ones", "u", append(hashes(500, 700), hashes(1, 75)...)},
+		{"fewer again", "u", hashes(20, 30)},
+		{"no hashes", "u", nil},
+		{"a user without a model", "v", hashes(1, 10)},
+	}
+	var b store.LookupBuffer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, err := m.Lookup(ctx, tt.user, tt.hashes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.LookupInto(ctx, tt.user, tt.hashes, &b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(got, want, func(a, b store.Counts) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }) {
+				t.Errorf("LookupInto = %v, want %v", got, want)
+			}
+		})
+	}
+	if _, err := m.LookupInto(ctx, "bad/user", nil, &b); err == nil {
+		t.Error("LookupInto of an invalid user name: no error")
 	}
 }
