@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -18,32 +19,40 @@ import (
 //
 // There are two levels. Each pooled state has a direct-mapped table of its
 // own, read without a lock in one memory access, and the Tokenizer has a
-// larger shared map, split into shards under their own locks so that
-// goroutines rarely wait for each other. A shard that fills up is emptied,
-// which costs a few misses and keeps memory bounded.
+// larger shared one, split into shards, each an open-addressed table that
+// is read without a lock too: a slot, once written, is never written
+// again, and its hash is stored after what it holds, so that a reader
+// that finds the hash finds the rest. Writers take the shard's lock. A
+// shard that fills up is emptied, which costs a few misses and keeps
+// memory bounded. Under a read-write lock and a Go map, the shared
+// level's reads were a seventh of a first training's processor time.
 //
-// A shard keeps its tokens' bytes in one arena and maps a hash to where
-// the token is in it, so that neither the map nor the arena holds a
-// pointer. Held as a string each, the shared level's quarter of a million
-// tokens were as many objects for the garbage collector to mark at every
-// cycle, in a daemon's cache as in a training; a token handed out is a
-// string into the arena, whose bytes are never written again. An emptied
-// shard's arena lives on while tokens point into it, those in the
-// states' tables among them, which turn over in a few hundred messages
-// where a shard fills in thousands: over trec07-late's 37,709 messages the
-// live heap after a collection was 15-26 MB, against 13-21 MB with a
-// string a token.
+// A shard keeps its tokens' bytes in one arena and its table maps a hash
+// to where the token is in it, so that neither holds a pointer. Held as a
+// string each, the shared level's quarter of a million tokens were as
+// many objects for the garbage collector to mark at every cycle, in a
+// daemon's cache as in a training; a token handed out is a string into
+// the arena, whose bytes are never written again. An emptied shard's
+// arena lives on while tokens point into it, those in the states' tables
+// among them, which turn over in a few hundred messages where a shard
+// fills in thousands: over trec07-late's 37,709 messages the live heap
+// after a collection was 15-26 MB, against 13-21 MB with a string a
+// token.
 const (
 	cacheShards   = 64
 	cacheShardMax = 4096  // entries per shard: about 260k in all
 	localSize     = 16384 // entries of a state's table, a power of two: 384 KiB
 	// arenaSize is a shard's arena, 24 bytes an entry, twice what a
 	// token takes on average. A shard whose arena fills up is emptied as
-	// one whose map does.
+	// one whose table does.
 	arenaSize = 24 * cacheShardMax
 	// maxCachedLen is the longest token cached: a longer one is mostly
 	// a URL or a header seen once, and would take much of an arena.
 	maxCachedLen = 256
+	// minSlots is the size of a shard's first table, which doubles
+	// while it is at most half full, up to 2·cacheShardMax slots: a run
+	// that meets a few thousand tokens touches a few pages of it.
+	minSlots = 256
 )
 
 // Key namespaces: the first byte of a cache key.
@@ -59,52 +68,109 @@ type cache struct {
 }
 
 type cacheShard struct {
-	mu sync.RWMutex
-	// m maps a hash to its token's place in arena: the offset in the top
-	// 32 bits, the length in the others.
-	m     map[uint64]uint64
-	arena []byte
+	table atomic.Pointer[shardTable] // nil until the first put
+	mu    sync.Mutex                 // held by writers
+	n     int                        // entries in table
+	used  int                        // bytes of the arena taken
 }
 
-func newCache() *cache {
-	c := &cache{seed: maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].m = make(map[uint64]uint64)
-	}
-	return c
+// shardTable is a shard's table and the arena its slots point into. A
+// table that doubles keeps its arena; a shard emptied gets a new table
+// and a new arena.
+type shardTable struct {
+	slots []cacheSlot // a power of two
+	arena []byte      // arenaSize long
 }
+
+// cacheSlot maps a hash to its token's place in the arena: the offset in
+// the top 32 bits of at, the length in the others. A zero hash marks an
+// empty slot; a key that hashes to zero is not cached.
+type cacheSlot struct {
+	h, at atomic.Uint64
+}
+
+func newCache() *cache { return &cache{seed: maphash.MakeSeed()} }
+
+// home is h's first slot in a table of mask+1 slots. The shard is chosen
+// by h's low bits; the slot by others.
+func home(h uint64, mask int) int { return int(h>>32) & mask }
 
 func (c *cache) get(h uint64) (string, bool) {
-	s := &c.shards[h%cacheShards]
-	s.mu.RLock()
-	at, ok := s.m[h]
-	arena := s.arena
-	s.mu.RUnlock()
-	if !ok {
+	t := c.shards[h%cacheShards].table.Load()
+	if t == nil || h == 0 {
 		return "", false
 	}
-	return arenaString(arena, at), true
+	mask := len(t.slots) - 1
+	// A table is at most half full, so an empty slot ends every probe.
+	for i := home(h, mask); ; i = (i + 1) & mask {
+		switch t.slots[i].h.Load() {
+		case h:
+			return arenaString(t.arena, t.slots[i].at.Load()), true
+		case 0:
+			return "", false
+		}
+	}
 }
 
 // put caches tok under h and returns it as the string that the cache
 // holds, which tok may only be a view of.
 func (c *cache) put(h uint64, tok string) string {
-	if len(tok) > maxCachedLen {
+	if len(tok) > maxCachedLen || h == 0 {
 		return strings.Clone(tok)
 	}
 	s := &c.shards[h%cacheShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= cacheShardMax || len(s.arena)+len(tok) > cap(s.arena) {
+	t := s.table.Load()
+	switch {
+	case t == nil || s.n >= cacheShardMax || s.used+len(tok) > len(t.arena):
 		// The strings handed out keep the old arena for as long as
 		// they live; the new one is written from its start.
-		clear(s.m)
-		s.arena = make([]byte, 0, arenaSize)
+		t = &shardTable{slots: make([]cacheSlot, minSlots), arena: make([]byte, arenaSize)}
+		s.n, s.used = 0, 0
+		s.table.Store(t)
+	case 2*(s.n+1) > len(t.slots):
+		// Readers go on in the table they loaded, which stays as it
+		// is: a token put from here on is a miss there.
+		grown := &shardTable{slots: make([]cacheSlot, 2*len(t.slots)), arena: t.arena}
+		for i := range t.slots {
+			if old := &t.slots[i]; old.h.Load() != 0 {
+				grown.slot(old.h.Load()).set(old.h.Load(), old.at.Load())
+			}
+		}
+		t = grown
+		s.table.Store(t)
 	}
-	at := uint64(len(s.arena))<<32 | uint64(len(tok))
-	s.arena = append(s.arena, tok...)
-	s.m[h] = at
-	return arenaString(s.arena, at)
+	sl := t.slot(h)
+	if sl.h.Load() == h {
+		// Another state missed the same key and put it first.
+		return arenaString(t.arena, sl.at.Load())
+	}
+	at := uint64(s.used)<<32 | uint64(len(tok))
+	s.used += copy(t.arena[s.used:], tok)
+	sl.set(h, at)
+	s.n++
+	return arenaString(t.arena, at)
+}
+
+// slot returns h's slot in t, or the empty one where it would go. Only a
+// writer, holding the shard's lock, calls it.
+func (t *shardTable) slot(h uint64) *cacheSlot {
+	mask := len(t.slots) - 1
+	i := home(h, mask)
+	for {
+		if k := t.slots[i].h.Load(); k == h || k == 0 {
+			return &t.slots[i]
+		}
+		i = (i + 1) & mask
+	}
+}
+
+// set fills an empty slot: the place first, so that a reader that finds
+// h finds it.
+func (sl *cacheSlot) set(h, at uint64) {
+	sl.at.Store(at)
+	sl.h.Store(h)
 }
 
 // arenaString returns the token at place at of arena.

@@ -3,6 +3,7 @@ package tokenize
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -59,4 +60,35 @@ func repeatTokens(n, size int) []string {
 		toks[i] = s[len(s)-size:]
 	}
 	return toks
+}
+
+// TestCacheConcurrent has goroutines put and get the tokens of one set of
+// keys, all of one shard, which fills past the points where its table
+// doubles and where it is emptied, and checks that every get finds a
+// key's own token or none. Run with -race, it also checks that the
+// lock-free reads are synchronized.
+func TestCacheConcurrent(t *testing.T) {
+	c := newCache()
+	const keys = 3 * cacheShardMax / 2
+	tok := func(k uint64) string { return fmt.Sprintf("token-%d", k) }
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range keys {
+				k := uint64((i*7919+g*104729)%keys + 1)
+				h := k * 0x9e3779b97f4a7c15 &^ (cacheShards - 1)
+				if got, ok := c.get(h); ok && got != tok(k) {
+					t.Errorf("get of key %d = %q", k, got)
+					return
+				}
+				if got := c.put(h, tok(k)); got != tok(k) {
+					t.Errorf("put of key %d returned %q", k, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
