@@ -93,6 +93,10 @@ func (f *Filter) Config() Config { return f.cfg }
 // Store returns the store the filter reads and trains.
 func (f *Filter) Store() store.Store { return f.st }
 
+// errUnidentified is the error of a message prepared without its digest
+// (PrepareOptions.Unidentified) where one is needed.
+var errUnidentified = errors.New("message prepared without its digest")
+
 // Prepared is a message made ready for scoring or training: its identity
 // and its bag of features. Preparing is the CPU-heavy part and needs no
 // store, so callers may prepare many messages in parallel.
@@ -128,13 +132,34 @@ type Prepared struct {
 // each token's text for explanations. It fails, wrapping
 // tokenize.ErrMalformed, only for input that is not a message at all.
 func (f *Filter) Prepare(raw []byte, names bool) (Prepared, error) {
+	return f.PrepareWith(raw, PrepareOptions{Names: names})
+}
+
+// PrepareOptions say what PrepareWith makes of a message beside its
+// features.
+type PrepareOptions struct {
+	// Names keeps each token's text in the bag, for explanations.
+	Names bool
+	// Unidentified leaves Digest and Mark zero. Training needs them, as
+	// do a verdict's TrainedAs and a record of it; a classification
+	// alone does not, and they cost a hash of the whole message, a
+	// thirtieth of classifying a mailbox.
+	Unidentified bool
+}
+
+// PrepareWith is Prepare with options.
+func (f *Filter) PrepareWith(raw []byte, po PrepareOptions) (Prepared, error) {
 	res, err := f.tok.Tokenize(raw)
 	if err != nil {
 		return Prepared{}, fmt.Errorf("tokenize: %w", err)
 	}
 	o := f.cfg.Bag
-	o.KeepNames = names
-	digest, mark := tokenize.Identify(raw)
+	o.KeepNames = po.Names
+	var digest store.Digest
+	var mark uint64
+	if !po.Unidentified {
+		digest, mark = tokenize.Identify(raw)
+	}
 	p := Prepared{
 		Digest:    digest,
 		Mark:      mark,
@@ -308,6 +333,9 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		v.Measures = ex.Measures[pi]
 	}
 	if o.TrainedAs {
+		if p.Digest == (store.Digest{}) {
+			return Verdict{}, errUnidentified
+		}
 		if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
 			return Verdict{}, fmt.Errorf("seen record: %w", err)
 		}
@@ -667,6 +695,9 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 		it := &items[i]
 		if err := f.CheckClass(it.Class); err != nil {
 			return nil, err
+		}
+		if it.Digest == (store.Digest{}) {
+			return nil, fmt.Errorf("train: %w", errUnidentified)
 		}
 		day := it.Day
 		if day == 0 {

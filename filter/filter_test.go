@@ -188,6 +188,55 @@ func TestTrainedAsOnlyWhenAsked(t *testing.T) {
 	}
 }
 
+// TestPrepareUnidentified: a message prepared without its digest scores
+// as the same message prepared whole, and whatever needs the digest
+// refuses it.
+func TestPrepareUnidentified(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := trainedFilter(t, st)
+			raw := msg(0, "offer", spamBodies[0])
+			whole, err := f.Prepare(raw, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare, err := f.PrepareWith(raw, PrepareOptions{Unidentified: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bare.Digest != (store.Digest{}) || bare.Mark != 0 {
+				t.Errorf("unidentified: digest %x, mark %x; want zero", bare.Digest[:4], bare.Mark)
+			}
+			want, err := f.ClassifyPrepared(ctx, "", whole, ClassifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.ClassifyPrepared(ctx, "", bare, ClassifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Score != want.Score || got.Class != want.Class {
+				t.Errorf("unidentified: %s %v, identified: %s %v", got.Class, got.Score, want.Class, want.Score)
+			}
+			for what, err := range map[string]error{
+				"TrainedAs": func() error {
+					_, err := f.ClassifyPrepared(ctx, "", bare, ClassifyOptions{TrainedAs: true})
+					return err
+				}(),
+				"Train": func() error { _, err := f.Train(ctx, "", []Item{{Prepared: bare, Class: Ham}}); return err }(),
+			} {
+				if !errors.Is(err, errUnidentified) {
+					t.Errorf("%s of an unidentified message: %v, want %v", what, err, errUnidentified)
+				}
+			}
+			if tr, err := f.Classify(ctx, "", raw, ClassifyOptions{TrainedAs: true}); err != nil || tr.TrainedAs != Spam {
+				t.Errorf("the refused training changed the model: trained as %q, %v", tr.TrainedAs, err)
+			}
+		})
+	}
+}
+
 func TestTrainIsIdempotentAndRelabels(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {

@@ -299,9 +299,11 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		err error // of classifying; it.err is of reading or parsing
 	}
 	// Only JSON and the trained_as field print the class a message was
-	// trained as, which costs a read of its seen record.
+	// trained as, which costs a read of its seen record, and the
+	// message's digest, which nothing else printed needs.
 	opts := filter.ClassifyOptions{Explain: a.explain, TrainedAs: a.asJSON || slices.Contains(a.fields, "trained_as")}
-	err = prepareAndThen(ctx, f, a.mf.workers, a.explain > 0, in, func(it item) judged {
+	po := filter.PrepareOptions{Names: a.explain > 0, Unidentified: !opts.TrainedAs}
+	err = prepareAndThen(ctx, f, a.mf.workers, po, in, func(it item) judged {
 		j := judged{it: it}
 		if it.err == nil {
 			j.v, j.err = f.ClassifyPrepared(ctx, a.mf.user, it.p, opts)

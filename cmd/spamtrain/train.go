@@ -92,19 +92,19 @@ func errNoMessages(recursive bool) error {
 
 // prepareAll prepares the messages of in on workers goroutines and hands
 // them to out in order.
-func prepareAll(ctx context.Context, f *filter.Filter, workers int, names bool, in <-chan item, out func(item) error) error {
-	return prepareAndThen(ctx, f, workers, names, in, func(it item) item { return it }, out)
+func prepareAll(ctx context.Context, f *filter.Filter, workers int, po filter.PrepareOptions, in <-chan item, out func(item) error) error {
+	return prepareAndThen(ctx, f, workers, po, in, func(it item) item { return it }, out)
 }
 
 // prepareAndThen is prepareAll with then called on each prepared item on
 // the worker that prepared it, and out with what then returns.
-func prepareAndThen[T any](ctx context.Context, f *filter.Filter, workers int, names bool, in <-chan item, then func(item) T, out func(T) error) error {
+func prepareAndThen[T any](ctx context.Context, f *filter.Filter, workers int, po filter.PrepareOptions, in <-chan item, then func(item) T, out func(T) error) error {
 	return parallel.MapWindow(ctx, workers, reorderWindow, in, func(it item) T {
 		if it.msg.Truncated {
 			// The tokenizer reads only the start of a message anyway.
 			it.p.Truncated = true
 		}
-		p, err := f.Prepare(it.msg.Raw, names)
+		p, err := f.PrepareWith(it.msg.Raw, po)
 		it.p, it.err = p, err
 		it.msg.Raw = nil // free the bytes early: only the bag is needed now
 		return then(it)
@@ -202,7 +202,7 @@ func trainSources(ctx context.Context, e *env, f *filter.Filter, user string, so
 		}
 	}
 	batch := make([]filter.Item, 0, batchSize)
-	err := prepareAll(ctx, f, workers, false, in, func(it item) error {
+	err := prepareAll(ctx, f, workers, filter.PrepareOptions{}, in, func(it item) error {
 		r.tick()
 		if it.err != nil {
 			r.report(it.msg.Path, it.err)
