@@ -110,18 +110,22 @@ test:
 # Made anew when the code it profiles has changed much; a stale profile
 # only optimizes less. SPAMD_CORPUS is the corpus's directory.
 PGO_RUNS := 1 2 3
+# An index's paths are read relative to the index file, so the copies
+# made under $(B)/pgo name the corpus's files by absolute paths.
+PGO_CORPUS = $(abspath $(SPAMD_CORPUS))
 pgo: $(B)/spamtrain
 	@test -n "$(SPAMD_CORPUS)" || { echo "make pgo: set SPAMD_CORPUS to the SpamAssassin corpus's directory" >&2; exit 2; }
 	rm -rf $(B)/pgo && mkdir -p $(B)/pgo
-	head -n 4837 "$(SPAMD_CORPUS)/index" | sed 's|^\([a-z]*\) |\1 $(SPAMD_CORPUS)/|' > $(B)/pgo/train.index
-	tail -n +4838 "$(SPAMD_CORPUS)/index" | sed 's|^[a-z]* |$(SPAMD_CORPUS)/|' > $(B)/pgo/test.list
+	head -n 4837 "$(PGO_CORPUS)/index" | sed 's|^\([^ 	]*[ 	]*\)|\1$(PGO_CORPUS)/|' > $(B)/pgo/train.index
+	tail -n +4838 "$(PGO_CORPUS)/index" | sed 's|^[^ 	]*[ 	]*|$(PGO_CORPUS)/|' > $(B)/pgo/test.list
 	for i in $(PGO_RUNS); do \
 		rm -rf $(B)/pgo/db && \
 		SPAMTRAIN_CPUPROFILE=$(B)/pgo/train$$i.prof $(B)/spamtrain train --db $(B)/pgo/db --index $(B)/pgo/train.index >/dev/null && \
 		SPAMTRAIN_CPUPROFILE=$(B)/pgo/classify$$i.prof $(B)/spamtrain classify --db $(B)/pgo/db --files-from $(B)/pgo/test.list >/dev/null \
 		|| exit 1; \
 	done
-	$(GO) tool pprof -proto $(B)/pgo/*.prof > cmd/spamtrain/default.pgo
+	$(GO) tool pprof -proto $(B)/pgo/*.prof > $(B)/pgo/default.pgo
+	mv $(B)/pgo/default.pgo cmd/spamtrain/default.pgo
 
 clean:
 	rm -rf $(B)

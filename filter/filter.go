@@ -93,15 +93,16 @@ func (f *Filter) Config() Config { return f.cfg }
 // Store returns the store the filter reads and trains.
 func (f *Filter) Store() store.Store { return f.st }
 
-// errUnidentified is the error of a message prepared without its digest
+// ErrUnidentified is the error of a message prepared without its digest
 // (PrepareOptions.Unidentified) where one is needed.
-var errUnidentified = errors.New("message prepared without its digest")
+var ErrUnidentified = errors.New("message prepared without its digest")
 
 // Prepared is a message made ready for scoring or training: its identity
 // and its bag of features. Preparing is the CPU-heavy part and needs no
 // store, so callers may prepare many messages in parallel.
 type Prepared struct {
-	// Digest identifies the message.
+	// Digest identifies the message; it is zero for one prepared
+	// Unidentified.
 	Digest store.Digest
 	// Mark identifies the message across copies (tokenize.Mark).
 	Mark uint64
@@ -222,7 +223,8 @@ type Verdict struct {
 	Posterior map[string]float64
 	// Used is the number of the message's features that were scored.
 	Used int
-	// Digest identifies the message.
+	// Digest identifies the message; it is zero for one prepared
+	// Unidentified.
 	Digest store.Digest
 	// TrainedAs is the class the message was already trained as for the
 	// user, "" if none; only looked up when ClassifyOptions.TrainedAs asks.
@@ -269,6 +271,9 @@ func (f *Filter) Classify(ctx context.Context, user string, raw []byte, o Classi
 func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, o ClassifyOptions) (Verdict, error) {
 	if err := store.ValidUser(user); err != nil {
 		return Verdict{}, err
+	}
+	if o.TrainedAs && p.Digest == (store.Digest{}) {
+		return Verdict{}, ErrUnidentified
 	}
 	sc := getScratch()
 	defer putScratch(sc)
@@ -333,9 +338,6 @@ func (f *Filter) ClassifyPrepared(ctx context.Context, user string, p Prepared, 
 		v.Measures = ex.Measures[pi]
 	}
 	if o.TrainedAs {
-		if p.Digest == (store.Digest{}) {
-			return Verdict{}, errUnidentified
-		}
 		if v.TrainedAs, err = f.st.Seen(ctx, user, p.Digest); err != nil {
 			return Verdict{}, fmt.Errorf("seen record: %w", err)
 		}
@@ -697,7 +699,7 @@ func (f *Filter) Train(ctx context.Context, user string, items []Item) ([]store.
 			return nil, err
 		}
 		if it.Digest == (store.Digest{}) {
-			return nil, fmt.Errorf("train: %w", errUnidentified)
+			return nil, fmt.Errorf("train: %w", ErrUnidentified)
 		}
 		day := it.Day
 		if day == 0 {

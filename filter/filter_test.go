@@ -226,8 +226,8 @@ func TestPrepareUnidentified(t *testing.T) {
 				}(),
 				"Train": func() error { _, err := f.Train(ctx, "", []Item{{Prepared: bare, Class: Ham}}); return err }(),
 			} {
-				if !errors.Is(err, errUnidentified) {
-					t.Errorf("%s of an unidentified message: %v, want %v", what, err, errUnidentified)
+				if !errors.Is(err, ErrUnidentified) {
+					t.Errorf("%s of an unidentified message: %v, want %v", what, err, ErrUnidentified)
 				}
 			}
 			if tr, err := f.Classify(ctx, "", raw, ClassifyOptions{TrainedAs: true}); err != nil || tr.TrainedAs != Spam {

@@ -213,8 +213,9 @@ func (l *learner) steps(ctx context.Context, p *Prepared, class string) ([]store
 // which append grows by a quarter at a time and past maxSpareFloats, so
 // that the learner was not kept: a first training of SpamAssassin's 4,837
 // messages allocated 13 MB of arrays for rows of 2.7 MB at most, every
-// page of each new array a page fault. Doubling allocates at most twice
-// what the rows need, and stops at maxSpareFloats while they fit in it.
+// page of each new array a page fault. Doubling makes the last array at
+// most twice what the rows need, and all of them together about twice
+// the last; it stops at maxSpareFloats while the rows fit in it.
 func (l *learner) growRows(n int) {
 	if need := len(l.rows) + n; need > cap(l.rows) {
 		c := max(2*cap(l.rows), need, minRows)

@@ -50,8 +50,9 @@ const (
 	// a URL or a header seen once, and would take much of an arena.
 	maxCachedLen = 256
 	// minSlots is the size of a shard's first table, which doubles
-	// while it is at most half full, up to 2·cacheShardMax slots: a run
-	// that meets a few thousand tokens touches a few pages of it.
+	// before an entry would fill it past half, up to 2·cacheShardMax
+	// slots: a run that meets a few thousand tokens touches a few pages
+	// of it.
 	minSlots = 256
 )
 
@@ -122,6 +123,12 @@ func (c *cache) put(h uint64, tok string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.table.Load()
+	if t != nil {
+		if sl := t.slot(h); sl.h.Load() == h {
+			// Another state missed the same key and put it first.
+			return arenaString(t.arena, sl.at.Load())
+		}
+	}
 	switch {
 	case t == nil || s.n >= cacheShardMax || s.used+len(tok) > len(t.arena):
 		// The strings handed out keep the old arena for as long as
@@ -142,10 +149,6 @@ func (c *cache) put(h uint64, tok string) string {
 		s.table.Store(t)
 	}
 	sl := t.slot(h)
-	if sl.h.Load() == h {
-		// Another state missed the same key and put it first.
-		return arenaString(t.arena, sl.at.Load())
-	}
 	at := uint64(s.used)<<32 | uint64(len(tok))
 	s.used += copy(t.arena[s.used:], tok)
 	sl.set(h, at)
@@ -189,7 +192,7 @@ type localEntry struct {
 }
 
 // cached returns the token cached for key, trying the state's table and
-// then the shared map, and the hash of key for a later store.
+// then the shared table, and the hash of key for a later store.
 func (st *state) cached(key []byte) (tok string, h uint64, ok bool) {
 	h = maphash.Bytes(st.t.cache.seed, key)
 	e := &st.local[h&(localSize-1)]

@@ -65,14 +65,16 @@ func repeatTokens(n, size int) []string {
 // TestCacheConcurrent has goroutines put and get the tokens of one set of
 // keys, all of one shard, which fills past the points where its table
 // doubles and where it is emptied, and checks that every get finds a
-// key's own token or none. Run with -race, it also checks that the
-// lock-free reads are synchronized.
+// key's own token or none, and that the tokens handed out before the
+// shard was emptied are as they were. Run with -race, it also checks that
+// the lock-free reads are synchronized.
 func TestCacheConcurrent(t *testing.T) {
 	c := newCache()
 	const keys = 3 * cacheShardMax / 2
 	tok := func(k uint64) string { return fmt.Sprintf("token-%d", k) }
+	early := make([][]string, 4)
 	var wg sync.WaitGroup
-	for g := range 4 {
+	for g := range early {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -83,12 +85,23 @@ func TestCacheConcurrent(t *testing.T) {
 					t.Errorf("get of key %d = %q", k, got)
 					return
 				}
-				if got := c.put(h, tok(k)); got != tok(k) {
+				got := c.put(h, tok(k))
+				if got != tok(k) {
 					t.Errorf("put of key %d returned %q", k, got)
 					return
+				}
+				if i < 100 {
+					early[g] = append(early[g], got)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	for g, toks := range early {
+		for i, got := range toks {
+			if k := uint64((i*7919+g*104729)%keys + 1); got != tok(k) {
+				t.Errorf("token of key %d handed out early is now %q", k, got)
+			}
+		}
+	}
 }

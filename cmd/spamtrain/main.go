@@ -123,22 +123,26 @@ func main() {
 		log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		tty:    term.IsTerminal(int(os.Stderr.Fd())),
 	}
+	stopProfile, err := startProfile()
+	if err != nil {
+		fmt.Fprintln(e.stderr, "spamtrain:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		// A command told to stop returns at its next check of ctx; one
 		// blocked in a read that ctx cannot reach (a terminal, a pipe)
 		// is ended here, since the store is safe against a kill anyway.
+		// A slow run interrupted is what a profile is wanted of.
 		<-ctx.Done()
 		time.Sleep(interruptGrace)
 		fmt.Fprintln(e.stderr, "spamtrain: interrupted")
+		if err := stopProfile(); err != nil {
+			fmt.Fprintln(e.stderr, "spamtrain:", err)
+		}
 		os.Exit(exitInterrupted)
 	}()
-	stopProfile, err := startProfile()
-	if err != nil {
-		fmt.Fprintln(e.stderr, "spamtrain:", err)
-		os.Exit(2)
-	}
 	code := run(ctx, e, os.Args[1:])
 	if ctx.Err() != nil && code != 0 {
 		code = exitInterrupted

@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"sync"
 )
 
 // profileEnv names a file to write a CPU profile of the run to: how a
 // slow run is looked into, and how default.pgo, the profile the build
-// optimizes this command with, is made (docs/maintenance.md).
+// optimizes this command with, is made (the Makefile's pgo target).
 const profileEnv = "SPAMTRAIN_CPUPROFILE"
 
 // startProfile starts the CPU profile that $SPAMTRAIN_CPUPROFILE asks
-// for, and returns the function that writes it out.
+// for, and returns the function that writes it out, which does so once
+// however often it is called: at the end of the run, or when an
+// interrupted run is made to exit.
 func startProfile() (stop func() error, err error) {
 	path := os.Getenv(profileEnv)
 	if path == "" {
@@ -26,11 +29,11 @@ func startProfile() (stop func() error, err error) {
 		f.Close()
 		return nil, fmt.Errorf("$%s: %w", profileEnv, err)
 	}
-	return func() error {
+	return sync.OnceValue(func() error {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			return fmt.Errorf("$%s: %w", profileEnv, err)
 		}
 		return nil
-	}, nil
+	}), nil
 }
