@@ -153,9 +153,7 @@ func buildSpamtrain(t *testing.T, dir string) string {
 		gobin = "go"
 	}
 	bin := filepath.Join(dir, "spamtrain")
-	// Without spamtrain's default.pgo: the build it guides compiles every
-	// package anew, a minute or more, for a test of behaviour.
-	if out, err := exec.Command(gobin, "build", "-pgo=off", "-o", bin, "../spamtrain").CombinedOutput(); err != nil {
+	if out, err := exec.Command(gobin, "build", "-o", bin, "../spamtrain").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

@@ -8,8 +8,8 @@ import (
 )
 
 // profileEnv names a file to write a CPU profile of the run to: how a
-// slow run is looked into, and how default.pgo, the profile the build
-// optimizes this command with, is made (the Makefile's pgo target).
+// slow run is looked into, and how spamtrain.pgo, the profile make builds
+// this command with, is made (the Makefile's pgo target).
 const profileEnv = "SPAMTRAIN_CPUPROFILE"
 
 // startProfile starts the CPU profile that $SPAMTRAIN_CPUPROFILE asks

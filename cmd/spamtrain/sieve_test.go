@@ -40,9 +40,7 @@ func spamtrainBinary(t *testing.T) string {
 			return
 		}
 		os.Chmod(built.dir, 0o755)
-		// Without default.pgo: the build it guides compiles every
-		// package anew, a minute or more, for a test of behaviour.
-		built.out, built.err = exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-pgo=off", "-o", filepath.Join(built.dir, "spamtrain"), ".").CombinedOutput()
+		built.out, built.err = exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(built.dir, "spamtrain"), ".").CombinedOutput()
 	})
 	if built.err != nil {
 		t.Fatalf("go build: %v\n%s", built.err, built.out)
