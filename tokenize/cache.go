@@ -101,16 +101,10 @@ func (c *cache) get(h uint64) (string, bool) {
 	if t == nil || h == 0 {
 		return "", false
 	}
-	mask := len(t.slots) - 1
-	// A table is at most half full, so an empty slot ends every probe.
-	for i := home(h, mask); ; i = (i + 1) & mask {
-		switch t.slots[i].h.Load() {
-		case h:
-			return arenaString(t.arena, t.slots[i].at.Load()), true
-		case 0:
-			return "", false
-		}
+	if sl := t.slot(h); sl.h.Load() == h {
+		return arenaString(t.arena, sl.at.Load()), true
 	}
+	return "", false
 }
 
 // put caches tok under h and returns it as the string that the cache
@@ -141,8 +135,8 @@ func (c *cache) put(h uint64, tok string) string {
 		// is: a token put from here on is a miss there.
 		grown := &shardTable{slots: make([]cacheSlot, 2*len(t.slots)), arena: t.arena}
 		for i := range t.slots {
-			if old := &t.slots[i]; old.h.Load() != 0 {
-				grown.slot(old.h.Load()).set(old.h.Load(), old.at.Load())
+			if k := t.slots[i].h.Load(); k != 0 {
+				grown.slot(k).set(k, t.slots[i].at.Load())
 			}
 		}
 		t = grown
@@ -156,8 +150,11 @@ func (c *cache) put(h uint64, tok string) string {
 	return arenaString(t.arena, at)
 }
 
-// slot returns h's slot in t, or the empty one where it would go. Only a
-// writer, holding the shard's lock, calls it.
+// slot returns h's slot in t, or the empty one where it would go; a table
+// is at most half full, so an empty slot ends every probe. A reader may
+// find that empty slot filled by then, with h (a hit) or another hash (a
+// miss); only a writer, holding the shard's lock, fills the slot it
+// returns.
 func (t *shardTable) slot(h uint64) *cacheSlot {
 	mask := len(t.slots) - 1
 	i := home(h, mask)

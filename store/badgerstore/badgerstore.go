@@ -57,9 +57,9 @@
 // lookup of a model Badger holds no keys of reads the file for all its
 // tokens at once and skips the cache (readSealed). Badger's "T" keys of
 // a sealed user lie over the file: a key is the row, and a key with an
-// empty value, which no row encodes to, a
-// tombstone that says the row is gone. Training a sealed model writes
-// the rows it changes, as for any model (seal.go says more).
+// empty value, which no row encodes to, a tombstone that says the row is
+// gone. Training a sealed model writes the rows it changes, as for any
+// model (seal.go says more).
 //
 // # Older schemas
 //

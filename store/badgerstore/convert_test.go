@@ -346,14 +346,7 @@ func TestConvertCrash(t *testing.T) {
 	if dir := os.Getenv(convertCrashEnv); dir != "" {
 		// Transactions of a few keys, so that kills land between them
 		// too, not only in Badger's replay.
-		s, err := Open(context.Background(), dir, Options{convertKeys: 4})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		fmt.Println("opened")
-		s.Close()
-		os.Exit(0)
+		childOpen(dir, Options{convertKeys: 4})
 	}
 	if testing.Short() {
 		t.Skip("kills child processes")

@@ -298,6 +298,21 @@ func crashChild(arg string) {
 	os.Exit(3)
 }
 
+// childOpen is the work of a crash test's re-executed child that only
+// opens the store in dir with o, converting or rewriting what the open
+// finds, for the parent to kill at a random moment; it says "opened" once
+// the open is done.
+func childOpen(dir string, o Options) {
+	s, err := Open(context.Background(), dir, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("opened")
+	s.Close()
+	os.Exit(0)
+}
+
 // timedOrKilled runs test's child mode with env, which prints start,
 // then each of ends as it gets there. With took 0, it lets the child
 // finish, and returns how long the child took from start to the last of

@@ -873,14 +873,7 @@ const rewriteCrashEnv = "SPAMD_BADGERSTORE_REWRITE_CRASH"
 func TestRewriteCrash(t *testing.T) {
 	if dir := os.Getenv(rewriteCrashEnv); dir != "" {
 		fmt.Println("opening")
-		s, err := Open(context.Background(), dir, Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		fmt.Println("opened")
-		s.Close()
-		os.Exit(0)
+		childOpen(dir, Options{})
 	}
 	if testing.Short() {
 		t.Skip("kills child processes")
