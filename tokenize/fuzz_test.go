@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 func FuzzTokenize(f *testing.F) {
@@ -64,6 +66,27 @@ func FuzzTokenize(f *testing.F) {
 			}
 			if l := m.Level(v); l < 0 || l >= m.Levels {
 				t.Fatalf("measure %s = %v at level %d of %d", m.Name, v, l, m.Levels)
+			}
+		}
+	})
+}
+
+// FuzzStemEnglish checks that stemEnglish gives kljensen's stems, which
+// the models' tokens were made with: of the input as it is, and of the
+// input made a word of lower-case letters, the words stemEnglish does not
+// hand to kljensen's stemmer.
+func FuzzStemEnglish(f *testing.F) {
+	for _, w := range []string{"running", "skies", "cat’s", "''cats", "naïvely", "\xffcats", "00BA\x800s", "generously", "yyyeyyying"} {
+		f.Add(w)
+	}
+	f.Fuzz(func(t *testing.T, w string) {
+		letters := []byte(w)
+		for i, c := range letters {
+			letters[i] = 'a' + c%26
+		}
+		for _, w := range []string{w, string(letters)} {
+			if got, want := stemEnglish(w), english.Stem(w, false); got != want {
+				t.Errorf("stemEnglish(%q) = %q, kljensen's Stem gives %q", w, got, want)
 			}
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/blevesearch/snowballstem/arabic"
 	"github.com/blevesearch/snowballstem/danish"
 	"github.com/blevesearch/snowballstem/dutch"
+	bleveEnglish "github.com/blevesearch/snowballstem/english"
 	"github.com/blevesearch/snowballstem/finnish"
 	"github.com/blevesearch/snowballstem/german"
 	"github.com/blevesearch/snowballstem/italian"
@@ -43,7 +44,7 @@ type language struct {
 
 // languages is indexed by the language's bit in stopwords; at most 32.
 var languages = []language{
-	{"en", kljensen(english.Stem), "the and of to is in that it you for this with are was have be on not your we our will can from at by an or if as all but they has been would there their what which about more my me do i a just when how out up get so"},
+	{"en", stemEnglish, "the and of to is in that it you for this with are was have be on not your we our will can from at by an or if as all but they has been would there their what which about more my me do i a just when how out up get so"},
 	{"de", snowball(german.Stem), "der die das und ist nicht ein eine zu den mit von sie ich es auf für dem sich des auch wir wie bei oder aus wenn noch nur aber haben sind werden ihr ihre uns diese einen wird kann über können im"},
 	{"fr", kljensen(french.Stem), "le la les et des est une un du que qui dans pour pas sur au vous nous avec ce il elle sont ne plus par mais ou cette votre vos leur été être aux ces je tout fait"},
 	{"es", kljensen(spanish.Stem), "el la los las de que y en del un una es por con para no se su sus al lo como más pero este esta usted nuestro ha son muy sin sobre también hay todo puede ser le"},
@@ -85,6 +86,30 @@ func langIndex(code string) int {
 		}
 	}
 	return -1
+}
+
+// stemEnglish stems w as kljensen/snowball's english.Stem(w, false) does,
+// whose stems the models hold. A word of lower-case ASCII letters, nearly
+// every word the tokenizer stems as English, goes to the Snowball
+// project's English stemmer as its compiler writes it in Go
+// (github.com/blevesearch/snowballstem), which takes under half the time:
+// kljensen's converts each word to runes and back. The two agree on every
+// such word of both evaluation corpora and on millions of random ones
+// (FuzzStemEnglish); they differ where kljensen rewrites apostrophes and
+// bytes that are not UTF-8, so any other word goes to kljensen's. Its
+// rules for short words and stop words come first, as in its Stem.
+func stemEnglish(w string) string {
+	for i := range len(w) {
+		if w[i] < 'a' || w[i] > 'z' {
+			return english.Stem(w, false)
+		}
+	}
+	if len(w) <= 2 || english.IsStopWord(w) {
+		return w
+	}
+	env := bleve.NewEnv(w)
+	bleveEnglish.Stem(env)
+	return env.Current()
 }
 
 func kljensen(f func(string, bool) string) func(string) string {
