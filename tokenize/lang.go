@@ -107,10 +107,10 @@ func stemEnglish(w string) string {
 	if len(w) <= 2 || english.IsStopWord(w) {
 		return w
 	}
-	env := bleve.NewEnv(w)
-	bleveEnglish.Stem(env)
-	return env.Current()
+	return snowballEnglish(w)
 }
+
+var snowballEnglish = snowball(bleveEnglish.Stem)
 
 func kljensen(f func(string, bool) string) func(string) string {
 	return func(w string) string { return f(w, false) }
