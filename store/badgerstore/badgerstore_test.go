@@ -28,6 +28,12 @@ func open(t testing.TB, dir string, o Options) *Store {
 	if err != nil {
 		t.Fatalf("Open(%q): %v", dir, err)
 	}
+	// A store a test leaves open keeps looking at its directory after
+	// the test: once a fault test's tmpfs is unmounted, it finds the
+	// directory gone and salvages its model into the test's temporary
+	// directory while that is being removed. Close is idempotent, so a
+	// test that closes the store itself is unaffected.
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
