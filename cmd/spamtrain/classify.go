@@ -277,6 +277,7 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	a.mf.readsOnly = true
+	growForBulk(a.sources)
 	f, st, err := a.mf.open(ctx, e)
 	if err != nil {
 		return err

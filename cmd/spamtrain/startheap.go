@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+
+	"github.com/spamd/spamd/internal/hugeheap"
 )
 
 // startHeap is the heap a run grows to before its first collection. Left
@@ -65,4 +67,37 @@ func setGCPercent(p int) int {
 		return prev
 	}
 	return debug.SetGCPercent(p)
+}
+
+// bulkHeap is how much of a bulk run's heap growth is backed with huge
+// pages (hugeheap.Grow). A classify of SpamAssassin's last 1,209 messages
+// peaks near 28 MB of heap, a first training of its other 4,837 and of
+// TREC's first 30,167 higher; with 32 MB, a training still faulted in
+// twice as many small pages as with 64. The memory is not touched until
+// the heap needs it.
+const bulkHeap = 64 << 20
+
+// growForBulk backs the heap's growth with huge pages for a run of many
+// messages (bulk), whose heap grows to tens of megabytes. It is called
+// before the store is opened and the tokenizer's caches are made, so that
+// they are in huge pages too.
+func growForBulk(sources []source) {
+	if bulk(sources) {
+		hugeheap.Grow(bulkHeap)
+	}
+}
+
+// bulk reports whether sources are several, or a directory. A run of one
+// message would only pay for Grow's collection, and for whole huge pages
+// where it uses a few small ones; a single mailbox file of many messages
+// is not told from one message, and runs as before.
+func bulk(sources []source) bool {
+	switch len(sources) {
+	case 0:
+		return false
+	case 1:
+		fi, err := os.Stat(sources[0].path)
+		return err == nil && fi.IsDir()
+	}
+	return true
 }

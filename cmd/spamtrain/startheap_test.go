@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -43,6 +45,40 @@ func TestDeferFirstCollection(t *testing.T) {
 			}
 			if got := gcPercent(); got != tc.end {
 				t.Errorf("after it GOGC is %d, want %d", got, tc.end)
+			}
+		})
+	}
+}
+
+// TestBulk tells runs of many messages, whose heap growth is backed with
+// huge pages, from runs of one.
+func TestBulk(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "one.eml")
+	if err := os.WriteFile(file, []byte("Subject: x\n\nbody\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		want    bool
+	}{
+		{"none", nil, false},
+		{"one file", []string{file}, false},
+		{"standard input", []string{"-"}, false},
+		{"a missing path", []string{missing}, false},
+		{"a directory", []string{dir}, true},
+		{"two files", []string{file, file}, true},
+		{"a file and a missing path", []string{file, missing}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sources []source
+			for _, p := range tc.sources {
+				sources = append(sources, source{path: p})
+			}
+			if got := bulk(sources); got != tc.want {
+				t.Errorf("bulk(%q) = %v, want %v", tc.sources, got, tc.want)
 			}
 		})
 	}
