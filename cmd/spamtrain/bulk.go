@@ -26,12 +26,12 @@ const bulkGCPercent = 50
 const smallMemTableBytes = 1 << 20
 
 // reopenForLoad opens a Badger store again with the memtable of a bulk
-// load. Between the close and the open another process could take the
-// store; it then fails with badgerstore.ErrLocked, or, if a model was
-// trained into it meanwhile, Load with ErrNotEmpty, before anything is
-// written.
+// load, unless it was opened with it (modelFlags.loadsIfNew). Between the
+// close and the open another process could take the store; it then fails
+// with badgerstore.ErrLocked, or, if a model was trained into it
+// meanwhile, Load with ErrNotEmpty, before anything is written.
 func (m *modelStore) reopenForLoad(ctx context.Context) error {
-	if m.badger == nil {
+	if m.badger == nil || m.opts.MemTableBytes == smallMemTableBytes {
 		return nil
 	}
 	if err := m.badger.Close(); err != nil {

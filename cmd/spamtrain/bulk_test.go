@@ -72,7 +72,8 @@ func TestBulkTrain(t *testing.T) {
 
 // TestReadsOnlyMemTable: a command that only reads opens Badger with the
 // small memtable, one that writes with Badger's default, whether it opens
-// a filter over the store or the store alone.
+// a filter over the store or the store alone; train, which loads a store
+// it makes in bulk, opens a new one with the small memtable too.
 func TestReadsOnlyMemTable(t *testing.T) {
 	db := t.TempDir()
 	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -82,17 +83,22 @@ func TestReadsOnlyMemTable(t *testing.T) {
 	}
 	storeAlone := func(mf *modelFlags) (*modelStore, error) { return mf.store(context.Background(), e) }
 	for _, tt := range []struct {
-		name      string
-		open      func(*modelFlags) (*modelStore, error)
-		readsOnly bool
-		want      int64
+		name       string
+		db         string
+		open       func(*modelFlags) (*modelStore, error)
+		readsOnly  bool
+		loadsIfNew bool
+		want       int64
 	}{
-		{"filter, reads", withFilter, true, smallMemTableBytes},
-		{"filter, writes", withFilter, false, 0},
-		{"store, reads", storeAlone, true, smallMemTableBytes},
-		{"store, writes", storeAlone, false, 0},
+		{"filter, reads", db, withFilter, true, false, smallMemTableBytes},
+		{"filter, writes", db, withFilter, false, false, 0},
+		{"store, reads", db, storeAlone, true, false, smallMemTableBytes},
+		{"store, writes", db, storeAlone, false, false, 0},
+		{"filter, loads a store it makes", filepath.Join(t.TempDir(), "new"), withFilter, false, true, smallMemTableBytes},
+		{"filter, loads into an empty directory", t.TempDir(), withFilter, false, true, smallMemTableBytes},
+		{"filter, loads if new, a store that is", db, withFilter, false, true, 0},
 	} {
-		st, err := tt.open(&modelFlags{db: db, readsOnly: tt.readsOnly})
+		st, err := tt.open(&modelFlags{db: tt.db, readsOnly: tt.readsOnly, loadsIfNew: tt.loadsIfNew})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +107,33 @@ func TestReadsOnlyMemTable(t *testing.T) {
 		}
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestAbsentOrEmpty tells a store not made yet from a directory that
+// holds something.
+func TestAbsentOrEmpty(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full")
+	file := filepath.Join(full, "MANIFEST")
+	if err := os.MkdirAll(full, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, path string
+		want       bool
+	}{
+		{"absent", filepath.Join(dir, "absent"), true},
+		{"empty", t.TempDir(), true},
+		{"holds a file", full, false},
+		{"a file", file, false},
+	} {
+		if got := absentOrEmpty(tt.path); got != tt.want {
+			t.Errorf("%s: absentOrEmpty(%s) = %v, want %v", tt.name, tt.path, got, tt.want)
 		}
 	}
 }

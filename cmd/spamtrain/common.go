@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -76,6 +78,10 @@ type modelFlags struct {
 	// readsOnly is set by a command that writes nothing to the store,
 	// which is then opened with a small memtable (smallMemTableBytes).
 	readsOnly bool
+	// loadsIfNew is set by train: a Badger store it makes can only be
+	// loaded in bulk (bulkTrain), which writes nothing through the
+	// memtable, and so is opened with the small one from the start.
+	loadsIfNew bool
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, withUser bool) {
@@ -234,7 +240,7 @@ func (m *modelFlags) open(ctx context.Context, e *env) (*filter.Filter, *modelSt
 	if err != nil {
 		return nil, nil, err
 	}
-	ms, err := openStore(ctx, e, ch, m.readsOnly)
+	ms, err := openStore(ctx, e, ch, m.readsOnly, m.loadsIfNew)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,12 +259,13 @@ func (m *modelFlags) store(ctx context.Context, e *env) (*modelStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, e, ch, m.readsOnly)
+	return openStore(ctx, e, ch, m.readsOnly, false)
 }
 
 // openStore opens the store ch names, for a command that writes nothing
-// to it if readsOnly.
-func openStore(ctx context.Context, e *env, ch storeChoice, readsOnly bool) (*modelStore, error) {
+// to it if readsOnly, and that loads it in bulk if it is new if
+// loadsIfNew.
+func openStore(ctx context.Context, e *env, ch storeChoice, readsOnly, loadsIfNew bool) (*modelStore, error) {
 	var ms *modelStore
 	if ch.redis {
 		o, err := redisOptions(ch.cfg.Redis)
@@ -286,9 +293,12 @@ func openStore(ctx context.Context, e *env, ch storeChoice, readsOnly bool) (*mo
 		if ch.cfg.CacheMB == 0 {
 			o.CacheBytes = -1
 		}
-		if readsOnly {
+		switch {
+		case readsOnly:
 			o.MemTableBytes = smallMemTableBytes
 			o.ReadOnly = true
+		case loadsIfNew && absentOrEmpty(ch.db):
+			o.MemTableBytes = smallMemTableBytes
 		}
 		st, err := badgerstore.Open(ctx, ch.db, o)
 		if err != nil {
@@ -375,4 +385,16 @@ func countSources(ctx context.Context, e *env, sources []source, recursive bool,
 		}
 	}()
 	return true
+}
+
+// absentOrEmpty reports whether dir does not exist or holds nothing: a
+// Badger store not made yet.
+func absentOrEmpty(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	return errors.Is(err, io.EOF)
 }

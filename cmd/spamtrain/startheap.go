@@ -82,16 +82,16 @@ const bulkHeap = 64 << 20
 // before the store is opened and the tokenizer's caches are made, so that
 // they are in huge pages too.
 func growForBulk(sources []source) {
-	if bulk(sources) {
+	if severalMessages(sources) {
 		hugeheap.Grow(bulkHeap)
 	}
 }
 
-// bulk reports whether sources are several, or a directory. A run of one
+// severalMessages reports whether sources are several, or a directory. A run of one
 // message would only pay for Grow's collection, and for whole huge pages
 // where it uses a few small ones; a single mailbox file of many messages
 // is not told from one message, and runs as before.
-func bulk(sources []source) bool {
+func severalMessages(sources []source) bool {
 	switch len(sources) {
 	case 0:
 		return false

@@ -50,9 +50,9 @@ func TestDeferFirstCollection(t *testing.T) {
 	}
 }
 
-// TestBulk tells runs of many messages, whose heap growth is backed with
+// TestSeveralMessages tells runs of many messages, whose heap growth is backed with
 // huge pages, from runs of one.
-func TestBulk(t *testing.T) {
+func TestSeveralMessages(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "one.eml")
 	if err := os.WriteFile(file, []byte("Subject: x\n\nbody\n"), 0o600); err != nil {
@@ -77,8 +77,8 @@ func TestBulk(t *testing.T) {
 			for _, p := range tc.sources {
 				sources = append(sources, source{path: p})
 			}
-			if got := bulk(sources); got != tc.want {
-				t.Errorf("bulk(%q) = %v, want %v", tc.sources, got, tc.want)
+			if got := severalMessages(sources); got != tc.want {
+				t.Errorf("severalMessages(%q) = %v, want %v", tc.sources, got, tc.want)
 			}
 		})
 	}

@@ -436,6 +436,7 @@ func runTrainOrForget(ctx context.Context, e *env, args []string, forget bool) e
 	if err != nil {
 		return err
 	}
+	a.mf.loadsIfNew = !forget
 	growForBulk(a.sources)
 	f, st, err := a.mf.open(ctx, e)
 	if err != nil {
