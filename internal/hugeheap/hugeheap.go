@@ -22,14 +22,20 @@ import "runtime"
 
 // Grow grows the heap by n bytes in one mapping, advises the kernel to
 // back them with huge pages and collects them, and returns how many bytes
-// it advised: 0 where the system refuses or has no such pages. It is for a
-// run that is about to grow its heap: call it once, early, while the heap
-// holds much less than n bytes free, or the allocation could take freed
-// pages that the runtime must then clear.
+// it advised. It does so where huge pages are given only to memory
+// advised to take them (the "madvise" mode); elsewhere every mapping
+// takes them already or none does, the advice would change nothing, and
+// Grow does nothing and returns 0. It is for a run that is about to grow
+// its heap: call it once, early, while the heap holds much less than n
+// bytes free, or the allocation could take freed pages that the runtime
+// must then clear.
 func Grow(n int) int {
+	if !advised() {
+		return 0
+	}
 	b := make([]byte, n)
-	advised := advise(b)
+	got := advise(b)
 	b = nil
 	runtime.GC()
-	return advised
+	return got
 }

@@ -1,10 +1,24 @@
 package hugeheap
 
 import (
+	"bytes"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// thpEnabled is where Linux says which memory takes transparent huge
+// pages: "always [madvise] never", the mode in use in brackets. A
+// variable for the tests.
+var thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+// advised reports whether the system gives transparent huge pages to
+// memory advised to take them and only to it: the "madvise" mode.
+func advised() bool {
+	b, err := os.ReadFile(thpEnabled)
+	return err == nil && bytes.Contains(b, []byte("[madvise]"))
+}
 
 // hugePage is the size of an x86-64 or arm64 Linux system's huge page
 // with 4 KiB base pages. Advice given to a range that holds no whole one

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -87,8 +88,9 @@ func TestAdvise(t *testing.T) {
 // did not. It runs in a process of its own, whose heap no other test has
 // advised.
 func TestGrow(t *testing.T) {
-	if !thpAvailable() {
-		t.Skip("the kernel has no transparent huge pages")
+	if !advised() {
+		mode, _ := os.ReadFile(thpEnabled)
+		t.Skipf("transparent huge pages are not in madvise mode here (%s: %q): Grow does nothing", thpEnabled, strings.TrimSpace(string(mode)))
 	}
 	if os.Getenv("HUGEHEAP_TEST_CHILD") == "" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestGrow$", "-test.v")
@@ -117,4 +119,45 @@ func TestGrow(t *testing.T) {
 // middle returns the address of b's middle byte.
 func middle(b []byte) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(b))/2
+}
+
+// TestGrowOnlyWhereAdvised: Grow advises memory only where the kernel
+// gives huge pages to advised memory alone; in the other modes the advice
+// would change nothing, and Grow neither allocates nor collects.
+func TestGrowOnlyWhereAdvised(t *testing.T) {
+	defer func(p string) { thpEnabled = p }(thpEnabled)
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, content string
+		want          bool
+	}{
+		{"madvise", "always [madvise] never\n", true},
+		{"always", "[always] madvise never\n", false},
+		{"never", "always madvise [never]\n", false},
+		{"no such file", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			thpEnabled = filepath.Join(dir, tt.name)
+			if tt.content != "" {
+				if err := os.WriteFile(thpEnabled, []byte(tt.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := advised(); got != tt.want {
+				t.Fatalf("advised() with %q = %v, want %v", tt.content, got, tt.want)
+			}
+			if tt.want {
+				return
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if got := Grow(8 << 20); got != 0 {
+				t.Errorf("Grow advised %d bytes, want 0", got)
+			}
+			runtime.ReadMemStats(&after)
+			if after.NumForcedGC != before.NumForcedGC || after.TotalAlloc-before.TotalAlloc >= 8<<20 {
+				t.Errorf("Grow collected (%d -> %d) or allocated (%d bytes) where it should do nothing", before.NumForcedGC, after.NumForcedGC, after.TotalAlloc-before.TotalAlloc)
+			}
+		})
+	}
 }
