@@ -18,8 +18,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spamd/spamd/eval"
-	"github.com/spamd/spamd/internal/hugeheap"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/internal/hugeheap"
 	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"

@@ -87,10 +87,10 @@ func growForBulk(sources []source) {
 	}
 }
 
-// severalMessages reports whether sources are several, or a directory. A run of one
-// message would only pay for Grow's collection, and for whole huge pages
-// where it uses a few small ones; a single mailbox file of many messages
-// is not told from one message, and runs as before.
+// severalMessages reports whether sources are several, or a directory. A
+// run of one message would only pay for Grow's collection, and for whole
+// huge pages where it uses a few small ones; a single mailbox file of
+// many messages is not told from one message, and runs as before.
 func severalMessages(sources []source) bool {
 	switch len(sources) {
 	case 0:
