@@ -15,7 +15,7 @@ import (
 // thpAvailable reports whether the kernel has transparent huge pages, so
 // that advice for them is taken.
 func thpAvailable() bool {
-	_, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled")
+	_, err := os.Stat(thpEnabled)
 	return err == nil
 }
 
