@@ -115,7 +115,7 @@ func usageError(err error) error {
 }
 
 func main() {
-	deferFirstCollection()
+	floorHeap(startHeap)
 	e := &env{
 		stdin:  os.Stdin,
 		stdout: os.Stdout,
