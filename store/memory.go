@@ -157,13 +157,7 @@ func (m *Memory) LookupInto(_ context.Context, user string, hashes []bow.Hash, b
 	if m.closed {
 		return nil, fmt.Errorf("lookup: %w", ErrClosed)
 	}
-	if b.counts == nil || cap(b.counts) < len(hashes) {
-		b.counts = make([]Counts, len(hashes))
-	}
-	// All of it: counts past this call's would keep earlier calls'
-	// arrays alive.
-	clear(b.counts[:cap(b.counts)])
-	out := b.counts[:len(hashes)]
+	out := b.Rows(len(hashes))
 	mod := m.users[user]
 	if mod == nil {
 		return out, nil

@@ -290,6 +290,29 @@ type LookupBuffer struct {
 	values []uint64
 }
 
+// Rows returns n nil rows in b's memory, for a Filler to set.
+func (b *LookupBuffer) Rows(n int) []Counts {
+	if cap(b.counts) < n {
+		b.counts = make([]Counts, n)
+	}
+	// All of it: rows past this call's would keep earlier calls' arrays
+	// alive.
+	clear(b.counts[:cap(b.counts)])
+	return b.counts[:n]
+}
+
+// Values returns n zero values in b's memory for a Filler's rows to
+// point into.
+func (b *LookupBuffer) Values(n int) []uint64 {
+	if cap(b.values) < n {
+		b.values = make([]uint64, n)
+		return b.values
+	}
+	b.values = b.values[:n]
+	clear(b.values)
+	return b.values
+}
+
 // Record is one part of a user's model as Dump reads it and Restore
 // writes it: the header, a token's row or a message's seen record.
 type Record struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/spamd/spamd/bow"
 	"github.com/spamd/spamd/config"
 	"github.com/spamd/spamd/filter"
 	"github.com/spamd/spamd/mailbox"
@@ -147,6 +148,16 @@ type modelStore struct {
 // Close closes the store m holds when it is called: reopenForLoad may
 // have replaced the one it held when the call was deferred.
 func (m *modelStore) Close() error { return m.Store.Close() }
+
+// LookupInto looks up hashes in b's memory where the store can fill it
+// (store.Filler), as Badger's can; the embedded store.Store would hide
+// that it can.
+func (m *modelStore) LookupInto(ctx context.Context, user string, hashes []bow.Hash, b *store.LookupBuffer) ([]store.Counts, error) {
+	if fl, ok := m.Store.(store.Filler); ok {
+		return fl.LookupInto(ctx, user, hashes, b)
+	}
+	return m.Store.Lookup(ctx, user, hashes)
+}
 
 // Size returns the Badger store's size on disk; a Redis store's is the
 // server's business (INFO memory).

@@ -919,7 +919,18 @@ func withSample(samples store.Samples, k sampleKey, smp store.Sample) store.Samp
 // sealed file alone. Otherwise a failed store still answers from its
 // cache, but only a call whose every token is cached: never a partial
 // answer.
-func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) (_ []store.Counts, err error) {
+func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) ([]store.Counts, error) {
+	return s.lookup(ctx, user, hashes, nil)
+}
+
+// LookupInto is Lookup in b's memory (store.Filler): all of it for a
+// model read from the sealed file alone, the rows slice otherwise.
+func (s *Store) LookupInto(ctx context.Context, user string, hashes []bow.Hash, b *store.LookupBuffer) ([]store.Counts, error) {
+	return s.lookup(ctx, user, hashes, b)
+}
+
+// lookup is Lookup, in b's memory where b is not nil.
+func (s *Store) lookup(ctx context.Context, user string, hashes []bow.Hash, b *store.LookupBuffer) (_ []store.Counts, err error) {
 	defer s.recoverFault(&err, "lookup")
 	if err := store.ValidUser(user); err != nil {
 		return nil, fmt.Errorf("lookup: %w", err)
@@ -931,12 +942,23 @@ func (s *Store) Lookup(ctx context.Context, user string, hashes []bow.Hash) (_ [
 	// A row of a class registered from here on is longer than width,
 	// and comes in an array of its own.
 	width := 2 * len(s.classes.Load().names)
-	out := make([]store.Counts, len(hashes))
+	var out []store.Counts
+	if b != nil {
+		out = b.Rows(len(hashes))
+	} else {
+		out = make([]store.Counts, len(hashes))
+	}
 	if s.isBusy(user) {
 		return out, nil
 	}
 	if sec := s.section(user); sec != nil && s.usable() == nil && !s.overlaid(user) {
-		if err := readSealed(sec, hashes, out, width); err != nil {
+		var arena []uint64
+		if b != nil {
+			arena = b.Values(len(hashes) * width)
+		} else {
+			arena = make([]uint64, len(hashes)*width)
+		}
+		if err := readSealed(sec, hashes, out, width, arena); err != nil {
 			s.readFailed(ctx, err)
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
 		}
@@ -1189,15 +1211,15 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 }
 
 // readSealed reads the rows of hashes into vals, at least width values
-// long, from sec alone, leaving nil for tokens it does not hold. It is
+// long, from sec alone, leaving nil for tokens it does not hold; arena,
+// len(hashes)·width zero values, backs all rows, unless one is longer
+// than width. It is
 // how a model that Badger holds no token keys of is read: the file's
 // layout puts a row two independent memory accesses from its hash, which
 // Touch makes for all of hashes at once, where the cache's probe and the
 // copy into it that a miss costs would take longer.
-func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int) error {
+func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int, arena []uint64) error {
 	sealed.Touch(sec, hashes)
-	// One array backs all rows read, unless one is longer than width.
-	arena := make([]uint64, len(hashes)*width)
 	for i, h := range hashes {
 		row, _, stored, err := sealedRow(sec, h, arena[i*width:i*width:(i+1)*width])
 		if err != nil {

@@ -399,6 +399,57 @@ func lookup(t *testing.T, s store.Store, user string, hashes []bow.Hash) string 
 	return fmt.Sprint(rows)
 }
 
+// TestLookupInto looks up one hash set after another in one buffer,
+// which grows and shrinks under them: from a sealed model, from one with
+// keys laid over it in Badger, and from one Badger alone holds. Each
+// answer is Lookup's.
+func TestLookupInto(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := loaded(t, []string{"a", "b"})
+	if _, err := s.Apply(ctx, "b", []store.Op{storetest.Train("more", "ham", map[bow.Hash]uint32{3: 1, 1 << 61: 2})}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, "c", []store.Op{storetest.Train("m", "spam", map[bow.Hash]uint32{1: 1, 2: 2})}); err != nil {
+		t.Fatal(err)
+	}
+	span := func(lo, hi bow.Hash) []bow.Hash {
+		var hs []bow.Hash
+		for h := lo; h < hi; h++ {
+			hs = append(hs, h)
+		}
+		return hs
+	}
+	tests := []struct {
+		name   string
+		user   string
+		hashes []bow.Hash
+	}{
+		{"sealed", "a", span(0, 3000)},
+		{"sealed, fewer", "a", span(10, 40)},
+		{"sealed, lone after others", "a", append(span(4990, 5010), 1<<60, 1<<60+1)},
+		{"overlaid", "b", span(0, 3000)},
+		{"in Badger alone", "c", span(0, 5)},
+		{"no hashes", "a", nil},
+		{"a user without a model", "nobody", span(0, 3)},
+	}
+	var b store.LookupBuffer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := lookup(t, s, tt.user, tt.hashes)
+			rows, err := s.LookupInto(ctx, tt.user, tt.hashes, &b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range rows {
+				rows[i] = r[:min(len(r), 6)]
+			}
+			if got := fmt.Sprint(rows); got != want {
+				t.Errorf("LookupInto = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
 // TestSealedOverlay lays keys in Badger over sealed rows by hand: a row
 // changed, one deleted by a tombstone, one new. Readers see them over the
 // sealed file, once the store knows Badger holds the user's keys.
