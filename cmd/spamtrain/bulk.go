@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/spamd/spamd/filter"
-	"github.com/spamd/spamd/internal/gcpace"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -83,7 +82,7 @@ func bulkTrain(ctx context.Context, e *env, f *filter.Filter, st *modelStore, us
 	// training faster than it had been at 100. A GOGC the user set is
 	// left alone.
 	if os.Getenv("GOGC") == "" {
-		defer gcpace.SetPercent(gcpace.SetPercent(bulkGCPercent))
+		defer setGCPercent(setGCPercent(bulkGCPercent))
 	}
 	mem := store.NewMemory()
 	defer mem.Close()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spamd/spamd/eval"
 	"github.com/spamd/spamd/filter"
+	"github.com/spamd/spamd/internal/hugeheap"
 	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
@@ -92,8 +93,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// An evaluation is a bulk run of a whole corpus.
-	prepareBulk()
+	// An evaluation is a bulk run of a whole corpus (growForBulk).
+	hugeheap.Grow(bulkHeap)
 	var axes []eval.Axis
 	for _, s := range sweeps {
 		a, err := eval.ParseAxis(s)

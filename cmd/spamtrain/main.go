@@ -115,7 +115,7 @@ func usageError(err error) error {
 }
 
 func main() {
-	floorHeap(startHeap)
+	deferFirstCollection()
 	e := &env{
 		stdin:  os.Stdin,
 		stdout: os.Stdout,

@@ -2,63 +2,88 @@ package main
 
 import (
 	"os"
+	"runtime"
+	"runtime/debug"
+	"sync"
 
-	"github.com/spamd/spamd/internal/gcpace"
 	"github.com/spamd/spamd/internal/hugeheap"
 )
 
-// startHeap is the floor under the collector's heap goal (gcpace) for
-// every run. Left to itself the collector first runs at 4 MiB, and again
-// at 8 and 16, as the tokenizer's caches and the store fill: a run that
-// classifies one message, most of spamtrain's, collects, and the
-// collection's own work (its mark bits and span lists, its workers'
-// stacks) touches pages new to the process, each a page fault.
-// Classifying one message took a sixth less processor time (62 ms
-// against 51) and a fifth fewer page faults without it. Once the live
-// heap is over half the floor, the collector paces itself by GOGC as
-// always, so a long run's peak, its live heap doubled, is the same.
+// startHeap is the heap a run grows to before its first collection. Left
+// to itself the collector first runs at 4 MiB, and again at 8 and 16, as
+// the tokenizer's caches and the store fill: a run that classifies one
+// message, most of spamtrain's, collects, and the collection's own work
+// (its mark bits and span lists, its workers' stacks) touches pages new to
+// the process, each a page fault. Classifying one message took a sixth
+// less processor time (62 ms against 51) and a fifth fewer page faults
+// without it. Past startHeap the collector paces itself by the live heap
+// as always, so a long run's peak, its live heap doubled, is the same.
 const startHeap = 16 << 20
 
-// floorHeap puts the collector's heap goal at n bytes at least, unless
-// the user set GOGC, which is left to pace the heap alone.
-func floorHeap(n uint64) {
-	if os.Getenv("GOGC") == "" {
-		gcpace.SetFloor(n)
+// defaultHeapMinimum is the Go runtime's first heap goal at GOGC=100,
+// which it scales by GOGC/100.
+const defaultHeapMinimum = 4 << 20
+
+// gcPace is the GOGC a run is to have after its first collection, while
+// that collection has not run.
+var gcPace struct {
+	sync.Mutex
+	deferred bool
+	after    int
+}
+
+// deferFirstCollection raises the first heap goal to startHeap, and puts
+// back the collector's pace once that first collection has run. A GOGC
+// the user set is left as it is.
+func deferFirstCollection() {
+	if os.Getenv("GOGC") != "" {
+		return
 	}
+	gcPace.Lock()
+	defer gcPace.Unlock()
+	gcPace.deferred = true
+	gcPace.after = debug.SetGCPercent(100 * startHeap / defaultHeapMinimum)
+	// The first collection finds the sentinel unreachable and runs its
+	// cleanup. It is larger than the tiny allocator's 16 bytes, whose
+	// blocks are freed, and cleaned up, only with their neighbours.
+	sentinel := new([32]byte)
+	runtime.AddCleanup(sentinel, func(struct{}) {
+		gcPace.Lock()
+		defer gcPace.Unlock()
+		gcPace.deferred = false
+		debug.SetGCPercent(gcPace.after)
+	}, struct{}{})
+}
+
+// setGCPercent sets GOGC to p, as debug.SetGCPercent does, and returns
+// the one it replaces; before the first collection it sets the GOGC that
+// is to follow it.
+func setGCPercent(p int) int {
+	gcPace.Lock()
+	defer gcPace.Unlock()
+	if gcPace.deferred {
+		prev := gcPace.after
+		gcPace.after = p
+		return prev
+	}
+	return debug.SetGCPercent(p)
 }
 
 // bulkHeap is how much of a bulk run's heap growth is backed with huge
 // pages (hugeheap.Grow). A classify of SpamAssassin's last 1,209 messages
-// peaks near 28 MB of heap at the default pace, a first training of its
-// other 4,837 and of TREC's first 30,167 higher; with 32 MB, a training
-// still faulted in twice as many small pages as with 64. The memory is
-// not touched until the heap needs it.
+// peaks near 28 MB of heap, a first training of its other 4,837 and of
+// TREC's first 30,167 higher; with 32 MB, a training still faulted in
+// twice as many small pages as with 64. The memory is not touched until
+// the heap needs it.
 const bulkHeap = 64 << 20
 
-// bulkFloor is the floor under a bulk run's heap goal (gcpace), where the
-// collector would otherwise run at 4, 8, 12... MiB as the caches fill.
-// Classifying SpamAssassin's last 1,209 messages collected 4 times
-// instead of 9, and TREC's last 7,542 17 times instead of 37; both took
-// 6-7% less time, at a peak of 74 MB instead of 53 and 94 instead of 88.
-// A floor of 64 MiB gained no more and peaked at 87 and 111 MB; one of
-// 32 gained little on TREC, whose live heap doubled is past it.
-const bulkFloor = 48 << 20
-
-// prepareBulk readies the heap of a run of many messages, whose heap
-// grows to tens of megabytes: its growth is backed with huge pages and
-// not collected before it reaches bulkFloor. It is called before the store
-// is opened and the tokenizer's caches are made, so that they are in
-// huge pages too.
-func prepareBulk() {
-	hugeheap.Grow(bulkHeap)
-	floorHeap(bulkFloor)
-}
-
-// growForBulk readies the heap (prepareBulk) for a run of sources that
-// are several messages.
+// growForBulk backs the heap's growth with huge pages for a run of many
+// messages (bulk), whose heap grows to tens of megabytes. It is called
+// before the store is opened and the tokenizer's caches are made, so that
+// they are in huge pages too.
 func growForBulk(sources []source) {
 	if severalMessages(sources) {
-		prepareBulk()
+		hugeheap.Grow(bulkHeap)
 	}
 }
 

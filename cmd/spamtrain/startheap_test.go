@@ -3,10 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"testing"
-
-	"github.com/spamd/spamd/internal/gcpace"
+	"time"
 )
 
 // gcPercent returns the collector's GOGC.
@@ -16,26 +16,35 @@ func gcPercent() int {
 	return p
 }
 
-// TestFloorHeap floors the heap goal, unless the user set GOGC.
-func TestFloorHeap(t *testing.T) {
-	// Another test's floor is taken away first, and this one's after.
-	gcpace.SetFloor(0)
-	defer gcpace.SetFloor(0)
-	base := gcPercent()
+func TestDeferFirstCollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	for _, tc := range []struct {
-		name    string
-		gogc    string // "" for unset
-		floored bool
+		name       string
+		gogc       string // "" for unset
+		start, end int
 	}{
-		{"set by the user", "100", false},
-		{"unset", "", true},
+		{"unset", "", 100 * startHeap / defaultHeapMinimum, bulkGCPercent},
+		{"set by the user", "100", 100, bulkGCPercent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
-			// Far above what other tests leave live.
-			floorHeap(1 << 30)
-			if got := gcPercent(); (got > base) != tc.floored {
-				t.Errorf("GOGC is %d after floorHeap, %d before; floored: %v, want %v", got, base, got > base, tc.floored)
+			debug.SetGCPercent(100)
+			deferFirstCollection()
+			if got := gcPercent(); got != tc.start {
+				t.Fatalf("before the first collection GOGC is %d, want %d", got, tc.start)
+			}
+			// A pace set before the first collection is the one after it.
+			if prev := setGCPercent(tc.end); prev != 100 {
+				t.Errorf("setGCPercent before the first collection returned %d, want 100", prev)
+			}
+			runtime.GC()
+			deadline := time.Now().Add(10 * time.Second)
+			for gcPercent() != tc.end && time.Now().Before(deadline) {
+				runtime.GC()
+				time.Sleep(time.Millisecond)
+			}
+			if got := gcPercent(); got != tc.end {
+				t.Errorf("after it GOGC is %d, want %d", got, tc.end)
 			}
 		})
 	}
