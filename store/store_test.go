@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -140,43 +139,13 @@ func TestMemoryLookupInto(t *testing.T) {
 	if _, err := m.Apply(ctx, "u", ops); err != nil {
 		t.Fatal(err)
 	}
-	hashes := func(lo, hi bow.Hash) []bow.Hash {
-		var hs []bow.Hash
-		for h := lo; h < hi; h++ {
-			hs = append(hs, h)
-		}
-		return hs
-	}
-	tests := []struct {
-		name   string
-		user   string
-		hashes []bow.Hash
-	}{
-		{"none held", "u", hashes(100, 120)},
-		{"some held", "u", hashes(60, 90)},
-		{"more than the buffer held", "u", hashes(0, 200)},
-		{"held after unheld ones", "u", append(hashes(500, 700), hashes(1, 75)...)},
-		{"fewer again", "u", hashes(20, 30)},
-		{"no hashes", "u", nil},
-		{"a user without a model", "v", hashes(1, 10)},
-	}
-	var b store.LookupBuffer
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			want, err := m.Lookup(ctx, tt.user, tt.hashes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := m.LookupInto(ctx, tt.user, tt.hashes, &b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.EqualFunc(got, want, func(a, b store.Counts) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }) {
-				t.Errorf("LookupInto = %v, want %v", got, want)
-			}
-		})
-	}
-	if _, err := m.LookupInto(ctx, "bad/user", nil, &b); err == nil {
-		t.Error("LookupInto of an invalid user name: no error")
-	}
+	storetest.CheckLookupInto(t, m, []storetest.LookupCase{
+		{Name: "none held", User: "u", Hashes: storetest.Span(100, 120)},
+		{Name: "some held", User: "u", Hashes: storetest.Span(60, 90)},
+		{Name: "more than the buffer held", User: "u", Hashes: storetest.Span(0, 200)},
+		{Name: "held after unheld ones", User: "u", Hashes: append(storetest.Span(500, 700), storetest.Span(1, 75)...)},
+		{Name: "fewer again", User: "u", Hashes: storetest.Span(20, 30)},
+		{Name: "no hashes", User: "u", Hashes: nil},
+		{Name: "a user without a model", User: "v", Hashes: storetest.Span(1, 10)},
+	})
 }

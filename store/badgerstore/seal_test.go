@@ -412,42 +412,15 @@ func TestLookupInto(t *testing.T) {
 	if _, err := s.Apply(ctx, "c", []store.Op{storetest.Train("m", "spam", map[bow.Hash]uint32{1: 1, 2: 2})}); err != nil {
 		t.Fatal(err)
 	}
-	span := func(lo, hi bow.Hash) []bow.Hash {
-		var hs []bow.Hash
-		for h := lo; h < hi; h++ {
-			hs = append(hs, h)
-		}
-		return hs
-	}
-	tests := []struct {
-		name   string
-		user   string
-		hashes []bow.Hash
-	}{
-		{"sealed", "a", span(0, 3000)},
-		{"sealed, fewer", "a", span(10, 40)},
-		{"sealed, lone after others", "a", append(span(4990, 5010), 1<<60, 1<<60+1)},
-		{"overlaid", "b", span(0, 3000)},
-		{"in Badger alone", "c", span(0, 5)},
-		{"no hashes", "a", nil},
-		{"a user without a model", "nobody", span(0, 3)},
-	}
-	var b store.LookupBuffer
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			want := lookup(t, s, tt.user, tt.hashes)
-			rows, err := s.LookupInto(ctx, tt.user, tt.hashes, &b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range rows {
-				rows[i] = r[:min(len(r), 6)]
-			}
-			if got := fmt.Sprint(rows); got != want {
-				t.Errorf("LookupInto = %s, want %s", got, want)
-			}
-		})
-	}
+	storetest.CheckLookupInto(t, s, []storetest.LookupCase{
+		{Name: "sealed", User: "a", Hashes: storetest.Span(0, 3000)},
+		{Name: "sealed, fewer", User: "a", Hashes: storetest.Span(10, 40)},
+		{Name: "sealed, lone after others", User: "a", Hashes: append(storetest.Span(4990, 5010), 1<<60, 1<<60+1)},
+		{Name: "overlaid", User: "b", Hashes: storetest.Span(0, 3000)},
+		{Name: "in Badger alone", User: "c", Hashes: storetest.Span(0, 5)},
+		{Name: "no hashes", User: "a", Hashes: nil},
+		{Name: "a user without a model", User: "nobody", Hashes: storetest.Span(0, 3)},
+	})
 }
 
 // TestSealedOverlay lays keys in Badger over sealed rows by hand: a row

@@ -1590,3 +1590,46 @@ func testDeleteUser(t *testing.T, open Opener) {
 		t.Errorf("DeleteUser of a bad name: %v", err)
 	}
 }
+
+// Span returns the hashes from lo up to hi.
+func Span(lo, hi bow.Hash) []bow.Hash {
+	var hs []bow.Hash
+	for h := lo; h < hi; h++ {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// LookupCase is one lookup CheckLookupInto makes.
+type LookupCase struct {
+	Name   string
+	User   string
+	Hashes []bow.Hash
+}
+
+// CheckLookupInto makes the lookups of cases one after another in one
+// buffer, which grows and shrinks under them, and checks each answer
+// against Lookup's; then that an invalid user name is refused.
+func CheckLookupInto(t *testing.T, s store.Filler, cases []LookupCase) {
+	t.Helper()
+	ctx := context.Background()
+	var b store.LookupBuffer
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			want, err := s.Lookup(ctx, c.User, c.Hashes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.LookupInto(ctx, c.User, c.Hashes, &b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(got, want, func(a, b store.Counts) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }) {
+				t.Errorf("LookupInto = %v, want %v", got, want)
+			}
+		})
+	}
+	if _, err := s.LookupInto(ctx, "bad/user", nil, &b); err == nil {
+		t.Error("LookupInto of an invalid user name: no error")
+	}
+}
