@@ -1213,11 +1213,10 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 // readSealed reads the rows of hashes into vals, at least width values
 // long, from sec alone, leaving nil for tokens it does not hold; arena,
 // len(hashes)·width zero values, backs all rows, unless one is longer
-// than width. It is
-// how a model that Badger holds no token keys of is read: the file's
-// layout puts a row two independent memory accesses from its hash, which
-// Touch makes for all of hashes at once, where the cache's probe and the
-// copy into it that a miss costs would take longer.
+// than width. It is how a model that Badger holds no token keys of is
+// read: the file's layout puts a row two independent memory accesses from
+// its hash, which Touch makes for all of hashes at once, where the
+// cache's probe and the copy into it that a miss costs would take longer.
 func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int, arena []uint64) error {
 	sealed.Touch(sec, hashes)
 	for i, h := range hashes {
