@@ -36,7 +36,6 @@ func loaded(t *testing.T, users []string) (*Store, *store.Memory, string) {
 	}
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	t.Cleanup(func() { s.Close() })
 	if err := s.Load(context.Background(), model()); err != nil {
 		t.Fatal(err)
 	}
