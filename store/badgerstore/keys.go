@@ -237,21 +237,24 @@ func appendRowV3(dst []byte, row []uint64) []byte {
 
 // decodeRowV3 appends the values encoded in b by appendRowV3 to dst.
 // What it appends may be shorter than the class list; the rest is zero.
-// Most values are a byte long, which it reads without binary.Uvarint's
-// loop: a lookup decodes a row a token.
+// A lookup decodes a row a token, and most of a row's values take one
+// byte or two (a weight), which it reads without binary.Uvarint's loop.
 func decodeRowV3(dst []uint64, b []byte) ([]uint64, error) {
 	for i := 0; len(b) > 0; i++ {
-		v := uint64(b[0])
-		if v < 0x80 {
-			b = b[1:]
-		} else {
+		var v uint64
+		switch {
+		case b[0] < 0x80:
+			v, b = uint64(b[0]), b[1:]
+		case len(b) > 1 && b[1] < 0x80:
+			v, b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
+		default:
 			var n int
 			if v, n = binary.Uvarint(b); n <= 0 {
 				return dst, errCorrupt
 			}
 			b = b[n:]
 		}
-		if i%2 == 1 {
+		if i&1 == 1 {
 			v = uint64(int64(v>>1) ^ -int64(v&1)) // zigzag, as binary.Varint
 		}
 		dst = append(dst, v)
