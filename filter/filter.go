@@ -553,19 +553,25 @@ func putScratch(sc *scratch) {
 	scratches.Put(sc)
 }
 
-// take returns n zeroed features and a zeroed array of n·width values.
+// take returns n features, for the caller to set each of in full, and a
+// zeroed array of n·width values. The features are not cleared here:
+// putScratch cleared them, and they hold pointers, whose clearing is a
+// bulk write barrier while the collector runs.
+//
+// An array that is too short grows to twice its length at least: grown
+// to fit each message, the arrays were remade for most of the messages a
+// bulk classify read, a fifth of the bytes it allocated.
 func (sc *scratch) take(n, width int) ([]float64, []nb.Feature) {
 	if cap(sc.buf) < n*width {
-		sc.buf = make([]float64, n*width)
+		sc.buf = make([]float64, n*width, max(n*width, 2*cap(sc.buf)))
 	} else {
 		sc.buf = sc.buf[:n*width]
 		clear(sc.buf)
 	}
 	if cap(sc.fs) < n {
-		sc.fs = make([]nb.Feature, n)
+		sc.fs = make([]nb.Feature, n, max(n, 2*cap(sc.fs)))
 	} else {
 		sc.fs = sc.fs[:n]
-		clear(sc.fs)
 	}
 	return sc.buf, sc.fs
 }

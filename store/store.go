@@ -286,32 +286,38 @@ type Filler interface {
 // LookupBuffer is the memory of one lookup after another (Filler). Its
 // zero value is ready to use.
 type LookupBuffer struct {
-	counts []Counts
+	counts []Counts // nil past len: a Filler sets only the rows handed out
 	values []uint64
 }
 
 // Rows returns n nil rows in b's memory, for a Filler to set.
 func (b *LookupBuffer) Rows(n int) []Counts {
+	// The rows the last call handed out go, so that none keeps an
+	// earlier lookup's arrays alive; past them the rows are nil still.
+	clear(b.counts)
 	if cap(b.counts) < n {
-		b.counts = make([]Counts, n)
+		b.counts = make([]Counts, n, grown(n, cap(b.counts)))
 	}
-	// All of it: rows past this call's would keep earlier calls' arrays
-	// alive.
-	clear(b.counts[:cap(b.counts)])
-	return b.counts[:n]
+	b.counts = b.counts[:n]
+	return b.counts
 }
 
 // Values returns n zero values in b's memory for a Filler's rows to
 // point into.
 func (b *LookupBuffer) Values(n int) []uint64 {
 	if cap(b.values) < n {
-		b.values = make([]uint64, n)
+		b.values = make([]uint64, n, grown(n, cap(b.values)))
 		return b.values
 	}
 	b.values = b.values[:n]
 	clear(b.values)
 	return b.values
 }
+
+// grown is the capacity an array of capacity c that must hold n grows
+// to: twice c at least, so that lookups of messages of every size do not
+// remake it for most of them.
+func grown(n, c int) int { return max(n, 2*c) }
 
 // Record is one part of a user's model as Dump reads it and Restore
 // writes it: the header, a token's row or a message's seen record.
