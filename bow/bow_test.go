@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -72,6 +73,38 @@ func TestNew(t *testing.T) {
 			tc.o.KeepNames = false
 			if bare := New(tokens, tc.o); !maps.Equal(bare.Map(), b.Map()) {
 				t.Errorf("without names: %v, with names: %v", bare.Map(), b.Map())
+			}
+		})
+	}
+}
+
+// TestPairHashes checks that a pair is hashed as its name, whether the
+// name fits the stack buffer pairs are built in or is hashed in parts.
+func TestPairHashes(t *testing.T) {
+	long := strings.Repeat("x", 40)
+	for _, tc := range []struct {
+		name   string
+		tokens []string
+	}{
+		{"short", []string{"a", "b", "c"}},
+		{"fits exactly", []string{strings.Repeat("a", 31), strings.Repeat("b", 32)}},
+		{"one byte over", []string{strings.Repeat("a", 32), strings.Repeat("b", 32)}},
+		{"long", []string{long, long + "y", "z", long}},
+		{"field prefix", []string{"subject:" + long, "subject:" + long, "subject:w"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(tc.tokens, Options{OSB: MaxOSB, KeepNames: true})
+			for h, name := range b.Names {
+				if HashOf(name) != h {
+					t.Errorf("feature %q has hash %x, its name hashes to %x", name, h, HashOf(name))
+				}
+			}
+			for i := range tc.tokens {
+				for d := 1; i+d < len(tc.tokens); d++ {
+					if name := pair(tc.tokens[i], tc.tokens[i+d], d); b.Names[HashOf(name)] != name {
+						t.Errorf("pair %q missing", name)
+					}
+				}
 			}
 		})
 	}
