@@ -346,9 +346,12 @@ func (st *state) bodyText() {
 	}
 }
 
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v'
-}
+// isSpace reports whether c is ASCII white space. Every byte of a body
+// is looked at by it, twice: a table takes one load where the six
+// comparisons took a dozen instructions.
+func isSpace(c byte) bool { return spaceTab[c] }
+
+var spaceTab = [256]bool{' ': true, '\n': true, '\r': true, '\t': true, '\f': true, '\v': true}
 
 // chunk tokenizes a run of text without ASCII white space, finding URLs
 // and e-mail addresses in it.
