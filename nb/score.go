@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // Feature is one distinct token of a message with its training counts.
@@ -479,6 +480,43 @@ type estimator struct {
 	inv        []float64 // 1/(n_c + α·V), when user
 	logDenU    []float64 // log(n_u,c + λ), when user
 	g, u       []float64 // the current feature's counts, then g its terms
+	logs       *logTable // log(k + α) for small whole k
+}
+
+// logTable holds log(k + α) for the whole counts k below logTableSize,
+// which are most of a global model's: the logarithms of a feature's
+// counts were a tenth of a message's scoring, and a value of the table
+// is the one math.Log gives for the same argument, to the bit. The table
+// of the α in use is kept (logTables) rather than made per message.
+type logTable struct {
+	alpha float64
+	v     [logTableSize]float64
+}
+
+const logTableSize = 1 << 10
+
+var logTables atomic.Pointer[logTable]
+
+// logTableFor returns the table of alpha, making it if the one kept is of
+// another α.
+func logTableFor(alpha float64) *logTable {
+	if t := logTables.Load(); t != nil && t.alpha == alpha {
+		return t
+	}
+	t := &logTable{alpha: alpha}
+	for k := range t.v {
+		t.v[k] = math.Log(float64(k) + alpha)
+	}
+	logTables.Store(t)
+	return t
+}
+
+// logCount returns log(n + α) for a count n, cleaned.
+func (e *estimator) logCount(n float64) float64 {
+	if k := int(n); float64(k) == n && uint(k) < logTableSize {
+		return e.logs.v[k]
+	}
+	return math.Log(n + e.alpha)
 }
 
 // newEstimator prepares the estimates of m's parameters, using work (of
@@ -494,6 +532,9 @@ func newEstimator(m *Model, s settings, user bool, work []float64) estimator {
 		complement: s.complement,
 		user:       user,
 		mu:         s.mu,
+	}
+	if !user && s.mu <= 0 {
+		e.logs = logTableFor(s.alpha)
 	}
 	e.logDen, work = work[:k:k], work[k:]
 	e.inv, work = work[:k:k], work[k:]
@@ -590,7 +631,7 @@ func (e *estimator) terms(f *Feature) float64 {
 		}
 	} else {
 		for c := range e.g {
-			e.g[c] = math.Log(e.g[c]+e.alpha) - e.logDen[c]
+			e.g[c] = e.logCount(e.g[c]) - e.logDen[c]
 		}
 	}
 	if e.complement {

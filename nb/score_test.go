@@ -608,3 +608,18 @@ func TestEdgeCases(t *testing.T) {
 		}
 	})
 }
+
+// TestLogCount checks the table of log(k+α) against math.Log, to the bit,
+// inside the table and past it, for whole and fractional counts, and that
+// a new α makes a new table.
+func TestLogCount(t *testing.T) {
+	for _, alpha := range []float64{0.01, 1, 0.5, 0.01, 0} {
+		e := estimator{alpha: alpha, logs: logTableFor(alpha)}
+		for _, n := range []float64{0, 1, 2, 3, 1000, logTableSize - 1, logTableSize, logTableSize + 1, 1 << 40, 0.5, 2.25, 1023.5} {
+			want := math.Log(n + alpha)
+			if got := e.logCount(n); math.Float64bits(got) != math.Float64bits(want) {
+				t.Errorf("α %v: logCount(%v) = %v, want %v", alpha, n, got, want)
+			}
+		}
+	}
+}
