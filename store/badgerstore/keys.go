@@ -77,10 +77,16 @@ func appendDay(dst []byte, d store.Day) []byte {
 	return binary.AppendVarint(dst, int64(d)-int64(dayEpoch))
 }
 
-// decodeDay decodes a day from the start of b and returns the rest.
+// decodeDay decodes a day from the start of b and returns the rest. The
+// day of every row a lookup reads takes two bytes (appendDay), which it
+// reads without binary.Varint's loop.
 func decodeDay(b []byte) (store.Day, []byte, error) {
-	v, n := binary.Varint(b)
-	if n <= 0 {
+	var v int64
+	var n int
+	if len(b) > 1 && b[0] >= 0x80 && b[1] < 0x80 {
+		u := uint64(b[0]&0x7f) | uint64(b[1])<<7
+		v, n = int64(u>>1)^-int64(u&1), 2 // zigzag, as binary.Varint
+	} else if v, n = binary.Varint(b); n <= 0 {
 		return 0, nil, errCorrupt
 	}
 	d := v + int64(dayEpoch)

@@ -84,6 +84,15 @@ func TestDays(t *testing.T) {
 			t.Errorf("decodeDay(%x) = %d, %x, %v", enc, d, rest, err)
 		}
 	}
+	// Every day of one and two bytes, which decodeDay reads on its own,
+	// against binary.Varint.
+	for d := dayEpoch - 8192; d < dayEpoch+8192; d++ {
+		enc := appendDay(nil, d)
+		v, n := binary.Varint(enc)
+		if got, rest, err := decodeDay(enc); err != nil || got != d || len(rest) != 0 || store.Day(v+int64(dayEpoch)) != d || n != len(enc) {
+			t.Fatalf("decodeDay(%x) = %d, %x, %v; want %d", enc, got, rest, err, d)
+		}
+	}
 	for _, bad := range [][]byte{nil, {0x80}, binary.AppendVarint(nil, -int64(dayEpoch)-1), binary.AppendVarint(nil, math.MaxUint32)} {
 		if _, _, err := decodeDay(bad); !errors.Is(err, store.ErrInconsistent) {
 			t.Errorf("decodeDay(%x): error %v, want ErrInconsistent", bad, err)
