@@ -47,10 +47,10 @@ type state struct {
 	wordReader bytes.Reader
 
 	// Scratch space.
-	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part []byte
-	runes                                                []rune
-	seenTags                                             []atom.Atom // HTML tag and attribute names already made tokens of
-	seenAttrs                                            []string
+	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part, conv []byte
+	runes                                                      []rune
+	seenTags                                                   []atom.Atom // HTML tag and attribute names already made tokens of
+	seenAttrs                                                  []string
 }
 
 // mark is a ready token to be put at a position of state.text.
@@ -92,6 +92,9 @@ func (st *state) reset(t *Tokenizer) {
 	}
 	if cap(st.part) > keep {
 		st.part = nil
+	}
+	if cap(st.conv) > keep {
+		st.conv = nil
 	}
 	if cap(st.wordBuf) > keep {
 		st.wordBuf = nil
