@@ -485,8 +485,9 @@ type estimator struct {
 
 // logTable holds log(k + α) for the whole counts k below logTableSize,
 // which are most of a global model's: the logarithms of a feature's
-// counts were a tenth of a message's scoring, and a value of the table
-// is the one math.Log gives for the same argument, to the bit. The table
+// counts were over a quarter of the instructions of scoring a message,
+// and a value of the table is the one math.Log gives for the same
+// argument, to the bit. The table
 // of the α in use is kept (logTables) rather than made per message.
 type logTable struct {
 	alpha float64

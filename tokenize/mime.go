@@ -366,7 +366,8 @@ func (st *state) leaf(h partHeader, ct params, r io.Reader, depth int) {
 	data := st.readPart(e.Body)
 	switch {
 	case singleByte && !isASCII(data):
-		data = st.decodeSingleByte(data, ct.charset)
+		// The charsets listed are all known (TestSingleByteCharsets).
+		data, _ = st.decodeCharset(data, ct.charset)
 	case isText && ct.charset == "" && st.hint != "" && !utf8.Valid(data):
 		data = st.convert(data, st.hint)
 	}
@@ -388,16 +389,27 @@ func (st *state) leaf(h partHeader, ct params, r io.Reader, depth int) {
 // name its charset but is not UTF-8 either. It returns data unchanged if
 // cs is unknown.
 func (st *state) convert(data []byte, cs string) []byte {
-	r, err := charset.Reader(cs, bytes.NewReader(data))
-	if err != nil {
-		return data
-	}
-	st.add("mime:charset-hint:" + cs)
-	out, err := io.ReadAll(r)
-	if err != nil {
-		return data
+	out, ok := st.decodeCharset(data, cs)
+	if ok {
+		st.add("mime:charset-hint:" + cs)
 	}
 	return out
+}
+
+// decodeCharset converts data from charset cs to UTF-8, in the state's
+// conversion buffer, with go-message's decoders; it returns data and false
+// where cs is unknown.
+func (st *state) decodeCharset(data []byte, cs string) ([]byte, bool) {
+	r, err := charset.Reader(cs, bytes.NewReader(data))
+	if err != nil {
+		return data, false
+	}
+	buf := bytes.NewBuffer(st.conv[:0])
+	if _, err := buf.ReadFrom(r); err != nil {
+		st.problem(probDecode, err.Error())
+	}
+	st.conv = buf.Bytes()
+	return st.conv, true
 }
 
 // singleByteCharsets are the charsets of one byte a character that the
@@ -414,23 +426,6 @@ var singleByteCharsets = map[string]bool{
 	"windows-1250": true, "windows-1251": true, "windows-1252": true, "windows-1253": true,
 	"windows-1254": true, "windows-1255": true, "windows-1256": true, "windows-1257": true,
 	"windows-1258": true, "koi8-r": true, "koi8-u": true,
-}
-
-// decodeSingleByte converts data, not all ASCII, from cs, one of
-// singleByteCharsets, to UTF-8, in the state's conversion buffer.
-func (st *state) decodeSingleByte(data []byte, cs string) []byte {
-	r, err := charset.Reader(cs, bytes.NewReader(data))
-	if err != nil {
-		// The charsets listed are all known (TestSingleByteCharsets).
-		st.problem(probCharset, "unknown charset "+strconv.Quote(cs))
-		return data
-	}
-	buf := bytes.NewBuffer(st.conv[:0])
-	if _, err := buf.ReadFrom(r); err != nil {
-		st.problem(probDecode, err.Error())
-	}
-	st.conv = buf.Bytes()
-	return st.conv
 }
 
 // isASCII reports whether b is all ASCII, eight bytes at a time.
