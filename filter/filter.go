@@ -494,18 +494,27 @@ func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending
 	buf, fs := sc.take(len(hashes), width)
 	gmap := f.classMap(gt, scope)
 	umap := f.classMap(ut, scope)
+	// Most of a message's features are tokens and pairs never trained on,
+	// whose features stay as take left them but for their hash, count
+	// and part.
+	split := bag.Head()
+	if !f.cfg.SplitHeader {
+		split = len(hashes)
+	}
 	for i, h := range hashes {
-		row := buf[i*width : (i+1)*width]
-		fs[i] = nb.Feature{Hash: uint64(h), Count: float64(counts[i])}
-		fs[i].Global, fs[i].Weight = remap(row[:block], gc[i], gmap, weights)
-		if f.cfg.SplitHeader && i >= bag.Head() {
-			fs[i].Part = 1
+		ft := &fs[i]
+		ft.Hash, ft.Count = uint64(h), float64(counts[i])
+		if gc[i] != nil {
+			ft.Global, ft.Weight = remap(buf[i*width:i*width+block], gc[i], gmap, weights)
+		}
+		if i >= split {
+			ft.Part = 1
 		}
 		if bag.Names != nil {
-			fs[i].Name = bag.Names[h]
+			ft.Name = bag.Names[h]
 		}
-		if uc != nil {
-			fs[i].User, fs[i].UserWeight = remap(row[block:], uc[i], umap, weights)
+		if uc != nil && uc[i] != nil {
+			ft.User, ft.UserWeight = remap(buf[i*width+block:(i+1)*width], uc[i], umap, weights)
 		}
 	}
 	return m, fs, f.values(p, gt, ut, m.User != nil, scope), scope, nil
@@ -553,10 +562,11 @@ func putScratch(sc *scratch) {
 	scratches.Put(sc)
 }
 
-// take returns n features, for the caller to set each of in full, and a
-// zeroed array of n·width values. The features are not cleared here:
-// putScratch cleared them, and they hold pointers, whose clearing is a
-// bulk write barrier while the collector runs.
+// take returns n zero features and an array of n·width values, for the
+// caller to set (remap sets all of a row it fills). The features are not
+// cleared here: putScratch cleared them, and they hold pointers, whose
+// clearing is a bulk write barrier while the collector runs; nor is the
+// array, most of whose rows, a token never trained on, are not read.
 //
 // An array that is too short grows to twice its length at least: grown
 // to fit each message, the arrays were remade for most of the messages a
@@ -566,7 +576,6 @@ func (sc *scratch) take(n, width int) ([]float64, []nb.Feature) {
 		sc.buf = make([]float64, n*width, max(n*width, 2*cap(sc.buf)))
 	} else {
 		sc.buf = sc.buf[:n*width]
-		clear(sc.buf)
 	}
 	if cap(sc.fs) < n {
 		sc.fs = make([]nb.Feature, n, max(n, 2*cap(sc.fs)))
@@ -614,26 +623,34 @@ func (f *Filter) classMap(t store.Totals, scope []int) []int {
 
 // remap sets the counts of c, indexed like the store's classes, into dst
 // indexed like the configured ones, and when weights is set their weights
-// into the rest of dst. It returns nils for a token never seen.
+// into the rest of dst; a class the store lacks (-1 in idx) gets zeros.
+// It returns nils for a token never seen.
 func remap(dst []float64, c store.Counts, idx []int, weights bool) (counts, ws []float64) {
 	if c == nil {
 		return nil, nil
 	}
+	// c holds a count and a weight per class index (store.Counts), and
+	// one unsigned comparison finds both a class the store lacks (-1)
+	// and one past c's end.
 	k := len(idx)
 	counts = dst[:k:k]
 	for i, j := range idx {
-		if j >= 0 {
-			counts[i] = float64(c.Count(j))
+		var v float64
+		if uint(2*j) < uint(len(c)) {
+			v = float64(c[2*j])
 		}
+		counts[i] = v
 	}
 	if !weights {
 		return counts, nil
 	}
 	ws = dst[k : 2*k : 2*k]
 	for i, j := range idx {
-		if j >= 0 {
-			ws[i] = float64(c.Weight(j)) * store.WeightUnit
+		var w float64
+		if uint(2*j+1) < uint(len(c)) {
+			w = float64(int64(c[2*j+1])) * store.WeightUnit
 		}
+		ws[i] = w
 	}
 	return counts, ws
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/spamd/spamd/bow"
@@ -513,6 +514,42 @@ func TestModelTokens(t *testing.T) {
 			})
 			if len(marks) != 60 || marks[0] == 0 {
 				t.Errorf("seen records' marks: %d of them, first %x", len(marks), marks[0])
+			}
+		})
+	}
+}
+
+// TestRemap reads a stored row into the configured classes' order: a
+// class the store lacks, or one past a row with trailing zeros dropped,
+// reads as zero, whatever the buffer held before.
+func TestRemap(t *testing.T) {
+	w := func(units int64) uint64 { return uint64(units) } // a stored weight
+	for _, tc := range []struct {
+		name        string
+		c           store.Counts
+		idx         []int
+		weights     bool
+		counts, ws  []float64
+		wantNilBoth bool
+	}{
+		{"never seen", nil, []int{0, 1}, true, nil, nil, true},
+		{"same order", store.Counts{3, w(1 << 16), 5, w(-2 << 16)}, []int{0, 1}, true, []float64{3, 5}, []float64{1, -2}, false},
+		{"store order swapped", store.Counts{3, w(1 << 16), 5, w(-2 << 16)}, []int{1, 0}, true, []float64{5, 3}, []float64{-2, 1}, false},
+		{"class the store lacks", store.Counts{3, w(1 << 16)}, []int{0, -1}, true, []float64{3, 0}, []float64{1, 0}, false},
+		{"trailing zeros dropped", store.Counts{3}, []int{0, 1}, true, []float64{3, 0}, []float64{0, 0}, false},
+		{"no weights", store.Counts{3, w(1 << 16), 5}, []int{0, 1}, false, []float64{3, 5}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := []float64{9, 9, 9, 9} // what an earlier message left
+			counts, ws := remap(dst, tc.c, tc.idx, tc.weights)
+			if tc.wantNilBoth {
+				if counts != nil || ws != nil {
+					t.Fatalf("remap = %v, %v, want nils", counts, ws)
+				}
+				return
+			}
+			if !slices.Equal(counts, tc.counts) || !slices.Equal(ws, tc.ws) {
+				t.Errorf("remap = %v, %v, want %v, %v", counts, ws, tc.counts, tc.ws)
 			}
 		})
 	}

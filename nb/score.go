@@ -596,7 +596,9 @@ func complementOf(out []float64, total float64) {
 // it returns 0 when f is not to be scored.
 func (e *estimator) terms(f *Feature) float64 {
 	n := clean(f.Count)
-	if n == 0 {
+	// Most of a message's features were never trained on; their zero
+	// counts would fall below any MinCount.
+	if n == 0 || f.Global == nil && (!e.user || f.User == nil) {
 		return 0
 	}
 	seen := load(e.g, f.Global)
