@@ -30,29 +30,42 @@ var gcPace struct {
 	sync.Mutex
 	deferred bool
 	after    int
+	gen      uint64 // the deferral whose sentinel's cleanup is to end it
 }
 
-// deferFirstCollection raises the first heap goal to startHeap, and puts
-// back the collector's pace once that first collection has run. A GOGC
-// the user set is left as it is.
+// deferFirstCollection raises the next heap goal to startHeap, and puts
+// back the collector's pace once the next collection has run. A GOGC the
+// user set is left as it is. A run calls it when it starts and again
+// after collecting on purpose (growForBulk), which ends the first
+// deferral: the heap grows from nothing again, through goals of 4 MiB
+// and 8 that a bulk classify collected at, two of its eight cycles.
 func deferFirstCollection() {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
 	gcPace.Lock()
 	defer gcPace.Unlock()
+	prev := debug.SetGCPercent(100 * startHeap / defaultHeapMinimum)
+	if !gcPace.deferred {
+		gcPace.after = prev
+	}
 	gcPace.deferred = true
-	gcPace.after = debug.SetGCPercent(100 * startHeap / defaultHeapMinimum)
-	// The first collection finds the sentinel unreachable and runs its
+	gcPace.gen++
+	// The next collection finds the sentinel unreachable and runs its
 	// cleanup. It is larger than the tiny allocator's 16 bytes, whose
-	// blocks are freed, and cleaned up, only with their neighbours.
+	// blocks are freed, and cleaned up, only with their neighbours. The
+	// cleanup of an earlier deferral's sentinel, run late, is not to end
+	// this one.
 	sentinel := new([32]byte)
-	runtime.AddCleanup(sentinel, func(struct{}) {
+	runtime.AddCleanup(sentinel, func(gen uint64) {
 		gcPace.Lock()
 		defer gcPace.Unlock()
+		if gen != gcPace.gen {
+			return
+		}
 		gcPace.deferred = false
 		debug.SetGCPercent(gcPace.after)
-	}, struct{}{})
+	}, gcPace.gen)
 }
 
 // setGCPercent sets GOGC to p, as debug.SetGCPercent does, and returns
@@ -82,8 +95,8 @@ const bulkHeap = 64 << 20
 // before the store is opened and the tokenizer's caches are made, so that
 // they are in huge pages too.
 func growForBulk(sources []source) {
-	if severalMessages(sources) {
-		hugeheap.Grow(bulkHeap)
+	if severalMessages(sources) && hugeheap.Grow(bulkHeap) > 0 {
+		deferFirstCollection()
 	}
 }
 

@@ -50,6 +50,31 @@ func TestDeferFirstCollection(t *testing.T) {
 	}
 }
 
+// TestDeferAgain defers the collection that follows one made on purpose,
+// as growForBulk does: the pace comes back after the next collection,
+// whenever the first deferral's cleanup runs.
+func TestDeferAgain(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	debug.SetGCPercent(100)
+	deferFirstCollection()
+	runtime.GC()
+	// The first sentinel's cleanup may run before or after this.
+	deferFirstCollection()
+	time.Sleep(20 * time.Millisecond)
+	if got, want := gcPercent(), 100*startHeap/defaultHeapMinimum; got != want {
+		t.Fatalf("deferred again, GOGC is %d, want %d", got, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() != 100 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if got := gcPercent(); got != 100 {
+		t.Errorf("after the next collection GOGC is %d, want 100", got)
+	}
+}
+
 // TestSeveralMessages tells runs of many messages, whose heap growth is backed with
 // huge pages, from runs of one.
 func TestSeveralMessages(t *testing.T) {
