@@ -45,6 +45,7 @@ type state struct {
 	// (wordCharset).
 	wordBuf    []byte
 	wordReader bytes.Reader
+	qp         qpReader // decodes a quoted-printable part
 
 	// Scratch space.
 	wbuf, nbuf, lbuf, key, hbuf, mbuf, lname, recv, part, conv []byte
