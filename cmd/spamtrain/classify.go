@@ -277,7 +277,9 @@ func runClassify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	a.mf.readsOnly = true
-	growForBulk(a.sources)
+	if growForBulk(a.sources) {
+		deferFirstCollection()
+	}
 	f, st, err := a.mf.open(ctx, e)
 	if err != nil {
 		return err
