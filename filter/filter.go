@@ -629,28 +629,17 @@ func remap(dst []float64, c store.Counts, idx []int, weights bool) (counts, ws [
 	if c == nil {
 		return nil, nil
 	}
-	// c holds a count and a weight per class index (store.Counts), and
-	// one unsigned comparison finds both a class the store lacks (-1)
-	// and one past c's end.
 	k := len(idx)
 	counts = dst[:k:k]
 	for i, j := range idx {
-		var v float64
-		if uint(2*j) < uint(len(c)) {
-			v = float64(c[2*j])
-		}
-		counts[i] = v
+		counts[i] = float64(c.Count(j))
 	}
 	if !weights {
 		return counts, nil
 	}
 	ws = dst[k : 2*k : 2*k]
 	for i, j := range idx {
-		var w float64
-		if uint(2*j+1) < uint(len(c)) {
-			w = float64(int64(c[2*j+1])) * store.WeightUnit
-		}
-		ws[i] = w
+		ws[i] = float64(c.Weight(j)) * store.WeightUnit
 	}
 	return counts, ws
 }

@@ -141,17 +141,20 @@ func (t Totals) Index(class string) int {
 // zero for what it lacks.
 type Counts []uint64
 
-// Count returns the token's count for class c.
+// Count returns the token's count for class c, 0 for a class past the
+// row's end or a negative one (a class the store does not know). One
+// unsigned comparison finds both.
 func (c Counts) Count(class int) uint64 {
-	if i := 2 * class; i < len(c) {
+	if i := 2 * class; uint(i) < uint(len(c)) {
 		return c[i]
 	}
 	return 0
 }
 
-// Weight returns the token's weight for class c, in units of WeightUnit.
+// Weight returns the token's weight for class c, in units of WeightUnit,
+// 0 where Count returns 0 for lack of the class.
 func (c Counts) Weight(class int) int64 {
-	if i := 2*class + 1; i < len(c) {
+	if i := 2*class + 1; uint(i) < uint(len(c)) {
 		return int64(c[i])
 	}
 	return 0

@@ -149,3 +149,24 @@ func TestMemoryLookupInto(t *testing.T) {
 		{Name: "a user without a model", User: "v", Hashes: storetest.Span(1, 10)},
 	})
 }
+
+// TestCountsOfClass reads a row's count and weight per class: a class
+// past the row's end, whose trailing zeros were dropped, or one the store
+// does not know (-1), reads as zero.
+func TestCountsOfClass(t *testing.T) {
+	c := store.Counts{3, uint64(1 << 16), 5} // class 1's weight dropped
+	for _, tc := range []struct {
+		class  int
+		count  uint64
+		weight int64
+	}{
+		{0, 3, 1 << 16},
+		{1, 5, 0},
+		{2, 0, 0},
+		{-1, 0, 0},
+	} {
+		if got, w := c.Count(tc.class), c.Weight(tc.class); got != tc.count || w != tc.weight {
+			t.Errorf("class %d: count %d, weight %d; want %d, %d", tc.class, got, w, tc.count, tc.weight)
+		}
+	}
+}

@@ -130,29 +130,15 @@ func (q *qpReader) Read(p []byte) (n int, err error) {
 // qpHex returns the byte that the two hex digits at the start of v stand
 // for, of either case.
 func qpHex(v []byte) (byte, bool) {
-	if len(v) < 2 {
+	if len(v) < 2 || !isHexDigit(v[0]) || !isHexDigit(v[1]) {
 		return 0, false
 	}
-	hi, ok1 := hexValue(v[0])
-	lo, ok2 := hexValue(v[1])
-	return hi<<4 | lo, ok1 && ok2
-}
-
-func hexValue(b byte) (byte, bool) {
-	switch {
-	case b >= '0' && b <= '9':
-		return b - '0', true
-	case b >= 'A' && b <= 'F':
-		return b - 'A' + 10, true
-	case b >= 'a' && b <= 'f':
-		return b - 'a' + 10, true
-	}
-	return 0, false
+	return unhex(v[0])<<4 | unhex(v[1]), true
 }
 
 // badHex returns the first of two bytes that is not a hex digit.
 func badHex(v []byte) byte {
-	if _, ok := hexValue(v[0]); !ok {
+	if !isHexDigit(v[0]) {
 		return v[0]
 	}
 	return v[1]

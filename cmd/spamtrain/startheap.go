@@ -39,8 +39,8 @@ var gcPace struct {
 // classify again after collecting on purpose (growForBulk), which ends
 // the first deferral: its heap grows from nothing again, through goals
 // of 4 MiB and 8 that it collected at, two of its eight cycles. A
-// training is left to collect at the pace it sets (bulkGCPercent):
-// deferred, its peak grew by 5 MB on TREC's side.
+// training is left to collect at the pace it sets (bulkGCPercent) from
+// its start, as it was measured with.
 func deferFirstCollection() {
 	if os.Getenv("GOGC") != "" {
 		return
