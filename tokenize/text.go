@@ -135,9 +135,8 @@ func (st *state) words(s []byte, m wordMode) {
 // where it ends.
 func (st *state) word(s []byte, i int, m wordMode) int {
 	w := st.wbuf[:0]
-	nonASCII, hasLetter, hasDigit := false, false, false
-	letters, upper, wide := 0, 0, 0 // for the measures
-	var last rune
+	nonASCII := false
+	letters, upper, wide, digits := 0, 0, 0, 0 // for the measures
 	j := i
 	if r, n := decodeRune(s[j:]); isCurrency(r) {
 		w = utf8.AppendRune(w, r)
@@ -146,19 +145,14 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 	}
 	for j < len(s) {
 		c := s[j]
-		if c < utf8.RuneSelf && asciiClass[c] == clsWord {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-				upper++
-			}
-			w = append(w, c)
-			if isDigit(c) {
-				hasDigit = true
-			} else {
-				hasLetter = true
-				letters++
-			}
-			last = rune(c)
+		if f := asciiFlags[c]; f != 0 {
+			// Most of a word's bytes: lower-cased by setting the bit an
+			// upper-case letter lacks, counted by adding its flags, with
+			// no branch but the loop's.
+			w = append(w, c|(f&flagUpper)<<4)
+			letters += int(f & flagLetter)
+			upper += int(f&flagUpper) >> 1
+			digits += int(f) >> 2
 			j++
 			continue
 		}
@@ -168,16 +162,14 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 			w = utf8.AppendRune(w, r)
 			nonASCII = true
 			if unicode.IsDigit(r) {
-				hasDigit = true
+				digits++
 			} else {
-				hasLetter = true
 				letters++
 				wide++
 				if unicode.IsUpper(r) {
 					upper++
 				}
 			}
-			last = r
 			j += n
 			continue
 		case clsJoin:
@@ -188,6 +180,9 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 		if j+n < len(s) {
 			next, _ := decodeRune(s[j+n:])
 			if runeClass(next) == clsWord {
+				// The word's last rune, as appended: a word rune always
+				// follows a separator kept.
+				last, _ := utf8.DecodeLastRune(w)
 				switch {
 				case (r == '\'' || r == '’') && unicode.IsLetter(last) && unicode.IsLetter(next):
 					j += n // "don't" is "dont"
@@ -212,9 +207,29 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 		st.meas.upper += upper
 		st.meas.nonASCII += wide
 	}
-	st.finishWord(w, nonASCII, hasLetter, hasDigit, m)
+	st.finishWord(w, nonASCII, letters > 0, digits > 0, m)
 	return j
 }
+
+// asciiFlags has, for each ASCII letter and digit, flagLetter or
+// flagDigit, and flagUpper for an upper-case letter; 0 for every other
+// byte.
+var asciiFlags = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = flagLetter
+		t[c-'a'+'A'] = flagLetter | flagUpper
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = flagDigit
+	}
+	return t
+}()
+
+const (
+	flagLetter = 1
+	flagUpper  = 2 // shifted left 4, the bit that makes a letter lower-case
+	flagDigit  = 4
+)
 
 // finishWord normalizes a word read by word and adds its token.
 func (st *state) finishWord(w []byte, nonASCII, hasLetter, hasDigit bool, m wordMode) {

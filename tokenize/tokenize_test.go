@@ -205,6 +205,9 @@ func TestTokenizeTextCases(t *testing.T) {
 	}{
 		{"numbers and prices", "Only $1,000.00 or €50 now, 100% free", nil, []string{"$1,000.00", "€50", "100", "free"}, []string{"00"}},
 		{"apostrophes join", "don’t can't", nil, []string{"dont", "cant"}, []string{"don", "t"}},
+		{"apostrophe after a letter not ASCII", "café's", nil, []string{"cafés"}, []string{"café"}},
+		{"separators between digits not ASCII", "٣,٥٠٠.٧", nil, []string{"٣,٥٠٠.٧"}, nil},
+		{"case folded", "MiXeD CASE Zz9AZ", nil, []string{"mixed", "case", "zz9az"}, []string{"MiXeD", "CASE"}},
 		{"zero width space joins", "Vi\u200bagra and soft\u00adhyphen", nil, []string{"viagra", "softhyphen"}, []string{"vi", "agra"}},
 		{"nfkc fullwidth", "ＦＲＥＥ money", nil, []string{"free"}, nil},
 		{"ligature", "ﬁnance", nil, []string{"finance"}, nil},
