@@ -2,6 +2,7 @@ package nb
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -83,4 +84,60 @@ func TestScoreInto(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzScoreTwoClasses checks that Score, which sums the features of a
+// two-class global model on a path of its own, gives the bits that the
+// general path Explain takes gives: the same log-joint, posteriors,
+// features used, tokens and steps, whatever counts, weights and parts the
+// features hold, finite or not.
+func FuzzScoreTwoClasses(f *testing.F) {
+	f.Add(uint64(1), 2.0, 0.0, 0.85, 0.01, true)
+	f.Add(uint64(2), 0.0, 0.0, 0.0, 1.0, false)
+	f.Add(uint64(3), 0.5, 3.0, 1.0, 0.5, true)
+	f.Add(uint64(4), 1e3, 1e100, 0.5, 1e-9, true)
+	f.Fuzz(func(t *testing.T, seed uint64, minSpread, minCount, beta, alpha float64, disc bool) {
+		m := benchModel(Params{Alpha: alpha, MinSpread: minSpread, MinCount: minCount, Normalize: beta, Discriminative: disc})
+		// Values that take each branch of clean, the table of logarithms
+		// and weight.
+		odd := []float64{0, 1, 2, 3, 7, 1023, 1024, 1e6, 2.5, -1, -0.0, 1 << 62, 1e100, 1e300, 5e-324, math.Inf(1), math.Inf(-1), math.NaN()}
+		rng := rand.New(rand.NewPCG(seed, 5))
+		pick := func() float64 {
+			if rng.IntN(3) == 0 {
+				return odd[rng.IntN(len(odd))]
+			}
+			return float64(rng.IntN(40))
+		}
+		row := func() []float64 {
+			switch rng.IntN(6) {
+			case 0:
+				return nil
+			case 1:
+				return []float64{pick()}
+			case 2:
+				return []float64{pick(), pick(), pick()}
+			}
+			return []float64{pick(), pick()}
+		}
+		fs := make([]Feature, rng.IntN(200))
+		for i := range fs {
+			fs[i] = Feature{Hash: rng.Uint64(), Count: pick(), Global: row(), Weight: row(), User: row(), Part: rng.IntN(4) - 1}
+		}
+		got := m.Score(fs)
+		want := m.Explain(fs, 0).Result
+		same := func(a, b []float64) bool {
+			return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
+		}
+		if !same(got.LogJoint, want.LogJoint) || !same(got.LogPosterior, want.LogPosterior) || got.Used != want.Used || math.Float64bits(got.Tokens) != math.Float64bits(want.Tokens) {
+			t.Fatalf("Score: %v, %d used, %v tokens; Explain: %v, %d used, %v tokens", got.LogJoint, got.Used, got.Tokens, want.LogJoint, want.Used, want.Tokens)
+		}
+		for c := range 2 {
+			gs, ws := got.Step(c), want.Step(c)
+			for p := range gs {
+				if !same(gs[p], ws[p]) {
+					t.Fatalf("Step(%d): Score's %v, Explain's %v", c, gs, ws)
+				}
+			}
+		}
+	})
 }
