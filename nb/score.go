@@ -520,11 +520,20 @@ func logTableFor(alpha float64) *logTable {
 
 // logCount returns log(n + α) for a count n, cleaned.
 func (e *estimator) logCount(n float64) float64 {
-	if k := int(n); float64(k) == n && uint(k) < logTableSize {
+	// The mask keeps k in the table; a count past it, or not whole, is
+	// not its masked index.
+	if k := int(n) & (logTableSize - 1); float64(k) == n {
 		return e.logs.v[k]
 	}
-	return math.Log(n + e.alpha)
+	return e.logPast(n)
 }
+
+// logPast is logCount past its table. It is a call of its own so that
+// logCount, small without it, is inlined: the call was a third of what a
+// feature seen in training cost.
+//
+//go:noinline
+func (e *estimator) logPast(n float64) float64 { return math.Log(n + e.alpha) }
 
 // newEstimator prepares the estimates of m's parameters, using work (of
 // estimatorSlices per class) for its slices. In complement mode every
