@@ -496,25 +496,22 @@ func (f *Filter) features(ctx context.Context, user string, p *Prepared, pending
 	umap := f.classMap(ut, scope)
 	// Most of a message's features are tokens and pairs never trained on,
 	// whose features stay as take left them but for their hash, count
-	// and part.
-	split := bag.Head()
-	if !f.cfg.SplitHeader {
-		split = len(hashes)
-	}
+	// and part. A pass for each field keeps the loops short; the header's
+	// features come first.
+	counts = counts[:len(fs)]
 	for i, h := range hashes {
-		ft := &fs[i]
-		ft.Hash, ft.Count = uint64(h), float64(counts[i])
-		if gc[i] != nil {
-			ft.Global, ft.Weight = remap(buf[i*width:i*width+block], gc[i], gmap, weights)
+		fs[i].Hash, fs[i].Count = uint64(h), float64(counts[i])
+	}
+	if f.cfg.SplitHeader {
+		for i := bag.Head(); i < len(fs); i++ {
+			fs[i].Part = 1
 		}
-		if i >= split {
-			ft.Part = 1
-		}
-		if bag.Names != nil {
-			ft.Name = bag.Names[h]
-		}
-		if uc != nil && uc[i] != nil {
-			ft.User, ft.UserWeight = remap(buf[i*width+block:(i+1)*width], uc[i], umap, weights)
+	}
+	remapRows(fs, gc, buf, 0, width, gmap, weights, false)
+	remapRows(fs, uc, buf, block, width, umap, weights, true)
+	if bag.Names != nil {
+		for i, h := range hashes {
+			fs[i].Name = bag.Names[h]
 		}
 	}
 	return m, fs, f.values(p, gt, ut, m.User != nil, scope), scope, nil
@@ -621,6 +618,41 @@ func (f *Filter) classMap(t store.Totals, scope []int) []int {
 	return idx
 }
 
+// remapRows sets the counts and weights of the features whose rows the
+// store found, rows[i] being fs[i]'s, remapped as remap does into their
+// blocks of buf, width values a feature, the block at off; the user's
+// when user is set.
+func remapRows(fs []nb.Feature, rows []store.Counts, buf []float64, off, width int, idx []int, weights, user bool) {
+	block := len(idx)
+	if weights {
+		block *= 2
+	}
+	// Most models have two classes, and weights: their rows are read
+	// with no loop.
+	two := weights && len(idx) == 2
+	fs = fs[:len(rows)]
+	for i, c := range rows {
+		if c == nil {
+			continue
+		}
+		o := i*width + off
+		var counts, ws []float64
+		if two {
+			d := (*[4]float64)(buf[o : o+4])
+			d[0], d[1] = float64(c.Count(idx[0])), float64(c.Count(idx[1]))
+			d[2], d[3] = float64(c.Weight(idx[0]))*store.WeightUnit, float64(c.Weight(idx[1]))*store.WeightUnit
+			counts, ws = d[:2:2], d[2:4:4]
+		} else {
+			counts, ws = remap(buf[o:o+block], c, idx, weights)
+		}
+		if user {
+			fs[i].User, fs[i].UserWeight = counts, ws
+		} else {
+			fs[i].Global, fs[i].Weight = counts, ws
+		}
+	}
+}
+
 // remap sets the counts of c, indexed like the store's classes, into dst
 // indexed like the configured ones, and when weights is set their weights
 // into the rest of dst; a class the store lacks (-1 in idx) gets zeros.
@@ -630,15 +662,17 @@ func remap(dst []float64, c store.Counts, idx []int, weights bool) (counts, ws [
 		return nil, nil
 	}
 	k := len(idx)
-	counts = dst[:k:k]
-	for i, j := range idx {
-		counts[i] = float64(c.Count(j))
-	}
 	if !weights {
+		counts = dst[:k:k]
+		for i, j := range idx {
+			counts[i] = float64(c.Count(j))
+		}
 		return counts, nil
 	}
-	ws = dst[k : 2*k : 2*k]
+	dst = dst[:2*k]
+	counts, ws = dst[:k:k], dst[k:2*k:2*k]
 	for i, j := range idx {
+		counts[i] = float64(c.Count(j))
 		ws[i] = float64(c.Weight(j)) * store.WeightUnit
 	}
 	return counts, ws

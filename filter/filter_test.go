@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/spamd/spamd/bow"
+	"github.com/spamd/spamd/nb"
 	"github.com/spamd/spamd/store"
 	"github.com/spamd/spamd/store/badgerstore"
 )
@@ -552,5 +554,67 @@ func TestRemap(t *testing.T) {
 				t.Errorf("remap = %v, %v, want %v, %v", counts, ws, tc.counts, tc.ws)
 			}
 		})
+	}
+}
+
+// TestRemapRows checks that remapRows, which reads a row of two classes
+// with weights whole, sets every feature as remap does row by row, in the
+// feature's own block of the buffer, for every class map and row length.
+func TestRemapRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := func() uint64 {
+		switch rng.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return math.MaxUint64 - uint64(rng.IntN(3)) // a count past 2^63, or a negative weight
+		case 2:
+			return 1<<63 + uint64(rng.IntN(3))
+		}
+		return uint64(rng.IntN(1000))
+	}
+	for _, idx := range [][]int{{0, 1}, {1, 0}, {0, -1}, {-1, 1}, {1, 2}, {0, 0}, {2, 0, 1}, {0}} {
+		for _, weights := range []bool{true, false} {
+			for _, user := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/weights=%v/user=%v", idx, weights, user), func(t *testing.T) {
+					rows := make([]store.Counts, 40)
+					for i := range rows {
+						if n := rng.IntN(8); n > 0 {
+							rows[i] = make(store.Counts, n-1)
+							for j := range rows[i] {
+								rows[i][j] = value()
+							}
+						}
+					}
+					block := len(idx)
+					if weights {
+						block *= 2
+					}
+					off, width := 0, 2*block
+					if user {
+						off = block
+					}
+					buf := make([]float64, len(rows)*width)
+					for i := range buf {
+						buf[i] = 9 // what an earlier message left
+					}
+					fs := make([]nb.Feature, len(rows))
+					remapRows(fs, rows, buf, off, width, idx, weights, user)
+					for i, c := range rows {
+						counts, ws := fs[i].Global, fs[i].Weight
+						if user {
+							counts, ws = fs[i].User, fs[i].UserWeight
+						}
+						wantCounts, wantWs := remap(make([]float64, block), c, idx, weights)
+						if !slices.Equal(counts, wantCounts) || !slices.Equal(ws, wantWs) || cap(counts) != len(counts) || cap(ws) != len(ws) {
+							t.Fatalf("row %v: remapRows set %v, %v, remap %v, %v", c, counts, ws, wantCounts, wantWs)
+						}
+						if counts != nil && &counts[0] != &buf[i*width+off] {
+							t.Fatalf("row %d: counts not in its block", i)
+						}
+					}
+				})
+			}
+		}
 	}
 }
