@@ -151,17 +151,26 @@ func (bd *builder) run(tokens []string, pairs int) {
 		return
 	}
 	// Each token's field is looked at by up to OSB-1 pairs; finding it
-	// once per token halves the scanning for ':'.
+	// once per token halves the scanning for ':'. The tokens are also laid
+	// end to end, each followed by a '~', so that the name of a pair of
+	// adjacent tokens, most pairs and all of a window of 2, is a slice of
+	// that text: hashed where it lies, each token is copied once in all
+	// rather than once for every pair it is in.
 	bd.fields = slices.Grow(bd.fields[:0], len(tokens))[:len(tokens)]
 	fields := bd.fields
+	joined := bd.joined[:0]
 	for i, t := range tokens {
 		fields[i] = field(t)
+		joined = append(joined, t...)
+		joined = append(joined, '~')
 	}
+	bd.joined = joined
 	var d xxhash.Digest
-	// A pair's name, built on the stack where it fits: hashing it whole
-	// takes fewer than half the instructions of a digest fed its three
-	// parts, which is how a longer one is hashed, to the same value.
+	// The name of a sparser pair, built on the stack where it fits: hashing
+	// it whole takes fewer than half the instructions of a digest fed its
+	// three parts, which is how a longer one is hashed, to the same value.
 	var buf [64]byte
+	at := 0 // where t starts in joined
 	for i, t := range tokens {
 		bd.add(HashOf(t), t)
 		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
@@ -170,7 +179,9 @@ func (bd *builder) run(tokens []string, pairs int) {
 			}
 			u := tokens[i+dist]
 			var h Hash
-			if n := len(t) + dist + len(u); n <= len(buf) {
+			if n := len(t) + dist + len(u); dist == 1 {
+				h = Hash(xxhash.Sum64(joined[at : at+n]))
+			} else if n <= len(buf) {
 				copy(buf[len(t)+dist:], u)
 				copy(buf[len(t):len(t)+dist], tildes)
 				copy(buf[:], t)
@@ -191,6 +202,7 @@ func (bd *builder) run(tokens []string, pairs int) {
 			}
 			bd.add(h, name)
 		}
+		at += len(t) + 1
 	}
 	clear(fields) // not to keep the tokens alive in the pool
 }
@@ -207,13 +219,15 @@ type builder struct {
 	order   []Hash
 	counts  []uint32
 	fields  []string // run's
+	joined  []byte   // run's tokens, each followed by '~'
 	names   map[Hash]string
 }
 
 var builders = sync.Pool{New: func() any { return new(builder) }}
 
 // maxPooled bounds the room a pooled builder keeps, in slots and in
-// features: one huge message's is not kept for all.
+// features, and sixteen times that in bytes of joined tokens: one huge
+// message's is not kept for all.
 const maxPooled = 1 << 16
 
 // getBuilder returns an empty builder with room for features features.
@@ -242,7 +256,7 @@ func getBuilder(features int, o Options) *builder {
 
 // putBuilder gives bd back to the pool, unless it grew past maxPooled.
 func putBuilder(bd *builder) {
-	if cap(bd.slots) <= maxPooled && cap(bd.order) <= maxPooled {
+	if cap(bd.slots) <= maxPooled && cap(bd.order) <= maxPooled && cap(bd.joined) <= 16*maxPooled {
 		builders.Put(bd)
 	}
 }

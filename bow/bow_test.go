@@ -223,3 +223,96 @@ func TestFromMaps(t *testing.T) {
 		})
 	}
 }
+
+// TestNewSplitReference compares NewSplit with a plain construction of the
+// same bag on random token streams: every feature's name spelled out and
+// hashed whole, each pair's field found by the first definition of field.
+// The features and their order must be the same to the bit, since models
+// are keyed by the hashes and scores sum in bag order. Tokens run to 70
+// bytes, so pair names fall on both sides of the hash's 32-byte blocks and
+// of the 64 bytes built on the stack.
+func TestNewSplitReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	prefixes := []string{"", "", "", "subject:", "to:", "list-id:", "http:", "Weird:", "é:", ":", "a-b:c:"}
+	alphabet := []string{"a", "b", "c", "x", "y", "z", "0", "1", "9", "-", ".", "~", ":", "@", "é"}
+	token := func() string {
+		var b strings.Builder
+		b.WriteString(prefixes[r.IntN(len(prefixes))])
+		for range r.IntN(r.IntN(71) + 1) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	for i := range 2000 {
+		tokens := make([]string, r.IntN(40))
+		for j := range tokens {
+			tokens[j] = token()
+		}
+		// Repeats, so that counts go past 1.
+		for j := range tokens {
+			if j > 2 && r.IntN(4) == 0 {
+				tokens[j] = tokens[r.IntN(j)]
+			}
+		}
+		o := Options{Boolean: r.IntN(2) == 0, OSB: r.IntN(MaxOSB + 3), KeepNames: r.IntN(2) == 0}
+		split := r.IntN(len(tokens)+3) - 1
+		b := NewSplit(tokens, split, o)
+		hashes, counts, head := referenceBag(tokens, split, o)
+		if !slices.Equal(b.Hashes(), hashes) || !slices.Equal(b.Counts(), counts) || b.Head() != head {
+			t.Fatalf("case %d, %q split %d %+v:\nhashes %x\n  want %x\ncounts %v\n  want %v\nhead %d, want %d",
+				i, tokens, split, o, b.Hashes(), hashes, b.Counts(), counts, b.Head(), head)
+		}
+		for h, name := range b.Names {
+			if HashOf(name) != h {
+				t.Fatalf("case %d: feature %q has hash %x, its name hashes to %x", i, name, h, HashOf(name))
+			}
+		}
+	}
+}
+
+// referenceBag returns the features of NewSplit(tokens, split, o), their
+// counts and the length of the head, built the plainest way.
+func referenceBag(tokens []string, split int, o Options) (hashes []Hash, counts []uint32, head int) {
+	split = min(max(split, 0), len(tokens))
+	window := min(max(o.OSB, 1), MaxOSB)
+	at := map[Hash]int{}
+	add := func(name string) {
+		h := HashOf(name)
+		if i, ok := at[h]; ok {
+			if !o.Boolean {
+				counts[i]++
+			}
+			return
+		}
+		at[h] = len(hashes)
+		hashes = append(hashes, h)
+		counts = append(counts, 1)
+	}
+	run := func(run []string) {
+		for i, a := range run {
+			add(a)
+			for d := 1; d < window && i+d < len(run) && referenceField(run[i+d]) == referenceField(a); d++ {
+				add(a + strings.Repeat("~", d) + run[i+d])
+			}
+		}
+	}
+	run(tokens[:split])
+	head = len(hashes)
+	run(tokens[split:])
+	return hashes, counts, head
+}
+
+// referenceField is field as first written: the token's prefix up to its
+// first ':' when that prefix is all lower-case ASCII letters and '-'.
+func referenceField(t string) string {
+	i := strings.IndexByte(t, ':')
+	if i <= 0 {
+		return ""
+	}
+	for _, r := range t[:i] {
+		if !(r >= 'a' && r <= 'z' || r == '-') {
+			return ""
+		}
+	}
+	return t[:i]
+}
