@@ -146,7 +146,9 @@ func NewSplit(tokens []string, split int, o Options) Bag {
 func (bd *builder) run(tokens []string, pairs int) {
 	if pairs == 0 {
 		for _, t := range tokens {
-			bd.add(HashOf(t), t)
+			if h := HashOf(t); bd.count(h) && bd.names != nil {
+				bd.names[h] = t
+			}
 		}
 		return
 	}
@@ -172,7 +174,9 @@ func (bd *builder) run(tokens []string, pairs int) {
 	var buf [64]byte
 	at := 0 // where t starts in joined
 	for i, t := range tokens {
-		bd.add(HashOf(t), t)
+		if h := HashOf(t); bd.count(h) && bd.names != nil {
+			bd.names[h] = t
+		}
 		for dist := 1; dist <= pairs && i+dist < len(tokens); dist++ {
 			if fields[i+dist] != fields[i] {
 				break
@@ -196,11 +200,9 @@ func (bd *builder) run(tokens []string, pairs int) {
 				d.WriteString(u)
 				h = Hash(d.Sum64())
 			}
-			var name string
-			if bd.names != nil {
-				name = pair(t, u, dist)
+			if bd.count(h) && bd.names != nil {
+				bd.names[h] = pair(t, u, dist)
 			}
-			bd.add(h, name)
 		}
 		at += len(t) + 1
 	}
@@ -261,28 +263,31 @@ func putBuilder(bd *builder) {
 	}
 }
 
-// add counts feature h, named t. Hashes are uniform, so their low bits
-// spread them over the slots.
-func (bd *builder) add(h Hash, t string) {
-	mask := uint64(len(bd.slots) - 1)
-	for i := uint64(h) & mask; ; i = (i + 1) & mask {
+// count counts feature h and reports whether it is new. Hashes are
+// uniform, so their low bits spread them over the slots. It runs for every
+// token and pair, and is written to stay within the compiler's budget for
+// inlining (go build -gcflags=-m): a call on each cost a twentieth of
+// building a bag.
+func (bd *builder) count(h Hash) bool {
+	i := uint64(h)
+	for {
+		i &= uint64(len(bd.slots) - 1)
 		p := bd.slots[i]
 		if p == 0 {
-			bd.slots[i] = int32(len(bd.order) + 1)
-			bd.order = append(bd.order, h)
-			bd.counts = append(bd.counts, 1)
-			if bd.names != nil {
-				bd.names[h] = t
-			}
-			return
+			break
 		}
 		if bd.order[p-1] == h {
 			if !bd.boolean {
 				bd.counts[p-1]++
 			}
-			return
+			return false
 		}
+		i++
 	}
+	bd.slots[i] = int32(len(bd.order) + 1)
+	bd.order = append(bd.order, h)
+	bd.counts = append(bd.counts, 1)
+	return true
 }
 
 // MaxOSB is the widest window of sparse bigrams, far past any that helps.
