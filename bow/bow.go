@@ -15,6 +15,7 @@
 package bow
 
 import (
+	"bytes"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,21 +153,21 @@ func (bd *builder) run(tokens []string, pairs int) {
 		}
 		return
 	}
-	// Each token's field is looked at by up to OSB-1 pairs; finding it
-	// once per token halves the scanning for ':'. The tokens are also laid
-	// end to end, each followed by a '~', so that the name of a pair of
-	// adjacent tokens, most pairs and all of a window of 2, is a slice of
-	// that text: hashed where it lies, each token is copied once in all
-	// rather than once for every pair it is in.
-	bd.fields = slices.Grow(bd.fields[:0], len(tokens))[:len(tokens)]
-	fields := bd.fields
+	// The tokens are laid end to end, each followed by a '~', so that the
+	// name of a pair of adjacent tokens, most pairs and all of a window of
+	// 2, is a slice of that text: hashed where it lies, each token is
+	// copied once in all rather than once for every pair it is in.
 	joined := bd.joined[:0]
-	for i, t := range tokens {
-		fields[i] = field(t)
+	for _, t := range tokens {
 		joined = append(joined, t...)
 		joined = append(joined, '~')
 	}
 	bd.joined = joined
+	// Each token's field is looked at by up to OSB-1 pairs, so it is found
+	// once per token.
+	bd.fields = slices.Grow(bd.fields[:0], len(tokens))[:len(tokens)]
+	fields := bd.fields
+	findFields(fields, tokens, joined)
 	var d xxhash.Digest
 	// The name of a sparser pair, built on the stack where it fits: hashing
 	// it whole takes fewer than half the instructions of a digest fed its
@@ -296,16 +297,38 @@ const MaxOSB = 16
 // tildes holds the separators of pairs up to the widest window.
 var tildes = strings.Repeat("~", MaxOSB-1)
 
-// field returns the prefix of a token up to its first ':', "" for body
-// words. URLs keep their scheme inside the token text, so only a prefix
-// made of letters and '-' counts as a field name.
-func field(t string) string {
-	i := strings.IndexByte(t, ':')
-	if i <= 0 {
-		return ""
+// findFields sets fields[i] to the field of tokens[i], given the tokens
+// joined, each followed by a byte other than ':'. Only a token with a ':'
+// has a field, and most have none: the colons are looked for in the
+// joined text, past the tokens without one in a single scan.
+func findFields(fields, tokens []string, joined []byte) {
+	colon := nextColon(joined, 0)
+	at := 0 // where t starts in joined
+	for i, t := range tokens {
+		fields[i] = ""
+		if colon < at+len(t) {
+			fields[i] = field(t, colon-at)
+			colon = nextColon(joined, at+len(t)+1)
+		}
+		at += len(t) + 1
 	}
-	for _, r := range t[:i] {
-		if !(r >= 'a' && r <= 'z' || r == '-') {
+}
+
+// nextColon returns the offset of the first ':' in b[from:] from b's
+// start, or len(b).
+func nextColon(b []byte, from int) int {
+	if i := bytes.IndexByte(b[from:], ':'); i >= 0 {
+		return from + i
+	}
+	return len(b)
+}
+
+// field returns the prefix of token t up to its first ':', at i, or "" for
+// body words. URLs keep their scheme inside the token text, so only a
+// prefix made of letters and '-' counts as a field name.
+func field(t string, i int) string {
+	for _, c := range []byte(t[:i]) {
+		if !(c >= 'a' && c <= 'z' || c == '-') {
 			return ""
 		}
 	}

@@ -163,16 +163,36 @@ func TestNamesOnlyWhenAsked(t *testing.T) {
 }
 
 func TestField(t *testing.T) {
-	for _, tc := range []struct{ token, want string }{
-		{"subject:free", "subject"},
-		{"list-id:fork", "list-id"},
-		{"word", ""},
-		{":odd", ""},
-		{"http://example.com", "http"},
-		{"Weird:Case", ""},
-	} {
-		if got := field(tc.token); got != tc.want {
-			t.Errorf("field(%q) = %q, want %q", tc.token, got, tc.want)
+	tokens := []string{
+		"subject:free", "list-id:fork", "word", ":odd", "http://example.com", "Weird:Case",
+		"", "-:x", "a:b:c", "a b:c", "é:x", "subjé:x", "to:", "x~y:z", "ab", ":", "a:", "b",
+	}
+	want := []string{
+		"subject", "list-id", "", "", "http", "",
+		"", "-", "a", "", "", "", "to", "", "", "", "a", "",
+	}
+	// Random tokens besides, compared with the first definition.
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString([]string{"a", "z", "-", ":", "A", "0", "~", "é", "\xff", " "}[r.IntN(10)])
+		}
+		tokens = append(tokens, b.String())
+		want = append(want, referenceField(b.String()))
+	}
+	fields := make([]string, len(tokens))
+	for i := range fields {
+		fields[i] = "stale"
+	}
+	var joined []byte
+	for _, tok := range tokens {
+		joined = append(append(joined, tok...), '~')
+	}
+	findFields(fields, tokens, joined)
+	for i, tok := range tokens {
+		if fields[i] != want[i] {
+			t.Errorf("field of %q = %q, want %q", tok, fields[i], want[i])
 		}
 	}
 }
