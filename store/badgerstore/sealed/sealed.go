@@ -458,77 +458,89 @@ func (s *Section) bucket(b uint64) (start, end uint32) {
 }
 
 // Get appends the row of h to dst and returns it, and whether there is
-// one. It reads the bucket with the checks a cursor makes, but holds the
-// first bytes of the row read last in a word rather than in arrays
-// copied at every row: a lookup reads three rows on average to find one,
-// and those copies were a third of its instructions. It decodes the rows
-// itself rather than through a cursor changed to match: the call a row
-// and the cursor's fields in memory took 4% more of a bulk classify's
-// instructions, so the two readers of a row must change together.
+// one.
 func (s *Section) Get(h uint64, dst []byte) ([]byte, bool, error) {
+	head, shared, rest, ok, err := s.Find(h)
+	if !ok || err != nil {
+		return dst, ok, err
+	}
+	d := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, head)[:d+shared]
+	return append(dst, rest...), true, nil
+}
+
+// Find returns the row of h, if there is one, without copying it: the
+// row is head's low shared bytes, those it shares with the row before
+// it, then rest, the file's bytes. It reads the bucket with the checks a
+// cursor makes, but holds the first bytes of the row read last in a
+// word rather than in arrays copied at every row: a lookup reads three
+// rows on average to find one, and those copies were a third of its
+// instructions. It decodes the rows itself rather than through a cursor
+// changed to match: the call a row and the cursor's fields in memory
+// took 4% more of a bulk classify's instructions, so the two readers of
+// a row must change together.
+func (s *Section) Find(h uint64) (head uint32, shared int, rest []byte, ok bool, err error) {
 	start, end := s.bucket(h >> s.shift)
 	p := s.data[start:end]
 	want, mask, w := h&s.remMask, s.remMask, s.width
-	// head holds the first nhead bytes (at most maxShared, which is under
-	// 4) of the row read last, its first byte lowest; prev is that row's
-	// hash bits.
-	var head uint32
+	// head holds the first bytes of the row read last, its first byte
+	// lowest, up to maxShared, which is under 4, and up to nhead, the
+	// most the next row may share; the bytes past those mean nothing.
+	// The next row's hash bits are next or more: the row before's and
+	// one, which cannot overflow, since a row of the greatest hash bits
+	// ends the search.
 	var nhead int
-	var prev uint64
+	var next uint64
 	for i := 0; len(p) > 0; i++ {
-		if len(p) <= w {
-			return dst, false, corrupt("row cut short")
-		}
 		var rem uint64
-		if len(p) >= 8 {
+		if len(p) > 8 {
 			rem = binary.LittleEndian.Uint64(p) & mask
 		} else {
-			for j := w - 1; j >= 0; j-- {
-				rem = rem<<8 | uint64(p[j])
+			if len(p) <= w {
+				return 0, 0, nil, false, corrupt("row cut short")
+			}
+			for k := w - 1; k >= 0; k-- {
+				rem = rem<<8 | uint64(p[k])
 			}
 		}
-		shared, n := int(p[w]>>6), uint64(p[w]&lenEscape)
-		p = p[w+1:]
+		c := p[w]
+		r := w + 1
+		sh, n := int(c>>6), uint64(c&lenEscape)
 		if n == lenEscape {
-			var err error
-			if n, p, err = uvarint(p); err != nil {
-				return dst, false, err
+			v, m := binary.Uvarint(p[r:])
+			if m <= 0 {
+				return 0, 0, nil, false, corrupt("varint")
 			}
+			n, r = v, r+m
 		}
 		switch {
-		case n > uint64(len(p)):
-			return dst, false, corrupt("row past its bucket")
-		case shared > nhead:
-			return dst, false, corrupt("row shares more than the row before has")
-		case i > 0 && rem <= prev:
-			return dst, false, corrupt("row %d of a bucket out of order", i)
+		case n > uint64(len(p)-r):
+			return 0, 0, nil, false, corrupt("row past its bucket")
+		case sh > nhead:
+			return 0, 0, nil, false, corrupt("row shares more than the row before has")
+		case rem < next:
+			return 0, 0, nil, false, corrupt("row %d of a bucket out of order", i)
 		}
 		if rem >= want {
 			if rem != want {
-				return dst, false, nil
+				return 0, 0, nil, false, nil
 			}
-			d := len(dst)
-			dst = binary.LittleEndian.AppendUint32(dst, head)[:d+shared]
-			return append(dst, p[:n]...), true, nil
+			return head, sh, p[r : r+int(n) : r+int(n)], true, nil
 		}
-		// The row's first bytes: the shared ones, then its own.
-		var own uint32
-		if len(p) >= 4 {
-			own = binary.LittleEndian.Uint32(p)
-		} else {
-			for j := len(p) - 1; j >= 0; j-- {
-				own = own<<8 | uint32(p[j])
-			}
+		// The row's first bytes: the shared ones, then its own. Where
+		// four bytes do not follow, no whole row does.
+		if len(p)-r >= 4 {
+			head = head&headMask[sh] | binary.LittleEndian.Uint32(p[r:r+4])<<(8*sh)
 		}
-		k := min(n, maxShared)
-		own &= 1<<(8*k) - 1
-		head = (head&(1<<(8*shared)-1) | own<<(8*shared)) & (1<<(8*maxShared) - 1)
-		nhead = min(maxShared, shared+int(k))
-		prev = rem
-		p = p[n:]
+		nhead = sh + int(n)
+		next = rem + 1
+		p = p[r+int(n):]
 	}
-	return dst, false, nil
+	return 0, 0, nil, false, nil
 }
+
+// headMask[n] keeps a word's first n bytes.
+var headMask = [maxShared + 1]uint32{0, 0xff, 0xffff, 0xffffff}
 
 // Touch reads, for each of hashes, where its row would be in s, so that
 // the Gets of them that follow find the file's bytes in the processor's

@@ -2,6 +2,7 @@ package sealed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -279,6 +280,161 @@ func FuzzOpen(f *testing.F) {
 				return true
 			})
 		}
+	})
+}
+
+// getBefore is Get as it was before Find, which reads a row in place:
+// the reference that FuzzFind and TestFindAsBefore hold Find to.
+func (s *Section) getBefore(h uint64, dst []byte) ([]byte, bool, error) {
+	start, end := s.bucket(h >> s.shift)
+	p := s.data[start:end]
+	want, mask, w := h&s.remMask, s.remMask, s.width
+	// head holds the first nhead bytes (at most maxShared, which is under
+	// 4) of the row read last, its first byte lowest; prev is that row's
+	// hash bits.
+	var head uint32
+	var nhead int
+	var prev uint64
+	for i := 0; len(p) > 0; i++ {
+		if len(p) <= w {
+			return dst, false, corrupt("row cut short")
+		}
+		var rem uint64
+		if len(p) >= 8 {
+			rem = binary.LittleEndian.Uint64(p) & mask
+		} else {
+			for j := w - 1; j >= 0; j-- {
+				rem = rem<<8 | uint64(p[j])
+			}
+		}
+		shared, n := int(p[w]>>6), uint64(p[w]&lenEscape)
+		p = p[w+1:]
+		if n == lenEscape {
+			var err error
+			if n, p, err = uvarint(p); err != nil {
+				return dst, false, err
+			}
+		}
+		switch {
+		case n > uint64(len(p)):
+			return dst, false, corrupt("row past its bucket")
+		case shared > nhead:
+			return dst, false, corrupt("row shares more than the row before has")
+		case i > 0 && rem <= prev:
+			return dst, false, corrupt("row %d of a bucket out of order", i)
+		}
+		if rem >= want {
+			if rem != want {
+				return dst, false, nil
+			}
+			d := len(dst)
+			dst = binary.LittleEndian.AppendUint32(dst, head)[:d+shared]
+			return append(dst, p[:n]...), true, nil
+		}
+		// The row's first bytes: the shared ones, then its own.
+		var own uint32
+		if len(p) >= 4 {
+			own = binary.LittleEndian.Uint32(p)
+		} else {
+			for j := len(p) - 1; j >= 0; j-- {
+				own = own<<8 | uint32(p[j])
+			}
+		}
+		k := min(n, maxShared)
+		own &= 1<<(8*k) - 1
+		head = (head&(1<<(8*shared)-1) | own<<(8*shared)) & (1<<(8*maxShared) - 1)
+		nhead = min(maxShared, shared+int(k))
+		prev = rem
+		p = p[n:]
+	}
+	return dst, false, nil
+}
+
+// bucketSection returns a section of one bucket, rows, that every hash
+// falls in, of a user of 2^k buckets.
+func bucketSection(rows []byte, k uint64) *Section {
+	return &Section{
+		data:    rows,
+		offsets: binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0), uint32(len(rows))),
+		shift:   64,
+		width:   remWidth(k),
+		remMask: ^uint64(0) >> (64 - 8*remWidth(k)),
+	}
+}
+
+// sameAsBefore fails t if Get, and so Find, differs from getBefore on h:
+// in the row, in whether there is one, or in the error.
+func sameAsBefore(t *testing.T, s *Section, h uint64) {
+	t.Helper()
+	prefix := []byte{0xee}
+	got, ok, err := s.Get(h, prefix)
+	want, wantOK, wantErr := s.getBefore(h, prefix)
+	if !bytes.Equal(got, want) || ok != wantOK || fmt.Sprint(err) != fmt.Sprint(wantErr) || (err != nil) != errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get(%x) of %x = %x, %v, %v; before, %x, %v, %v", h, s.data, got, ok, err, want, wantOK, wantErr)
+	}
+}
+
+// TestFindAsBefore reads every row of buckets as written, and of them
+// with bytes changed and cut, as Get did before Find.
+func TestFindAsBefore(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	for _, m := range []model{randomModel(13, []string{""}, 3000), crowded(300)} {
+		f, err := Open(write(t, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := f.Section("")
+		k := 64 - s.shift
+		for b := range uint64(len(s.offsets)/offsetSize - 1) {
+			start, end := s.bucket(b)
+			rows := s.data[start:end]
+			var hashes []uint64
+			for h := range m[""] {
+				if h>>s.shift == b {
+					hashes = append(hashes, h, h+1, h-1)
+				}
+			}
+			hashes = append(hashes, b<<s.shift, b<<s.shift|(1<<s.shift-1))
+			for try := range 4 {
+				mangled := slices.Clone(rows)
+				switch {
+				case try == 1 && len(mangled) > 0:
+					mangled[r.IntN(len(mangled))] ^= byte(1 << r.IntN(8))
+				case try == 2 && len(mangled) > 0:
+					mangled[r.IntN(len(mangled))] = byte(r.Uint32())
+				case try == 3:
+					mangled = mangled[:r.IntN(len(mangled)+1)]
+				}
+				bs := bucketSection(mangled, k)
+				for _, h := range hashes {
+					sameAsBefore(t, bs, h)
+					if _, stored := m[""][h]; stored && try == 0 && h>>s.shift == b {
+						if _, ok, _ := bs.Get(h, nil); !ok {
+							t.Fatalf("Get(%x) of its bucket found nothing", h)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzFind reads a bucket of any bytes, of a user of 2^k buckets, as Get
+// did before Find.
+func FuzzFind(f *testing.F) {
+	m := randomModel(14, []string{""}, 200)
+	file, err := Open(write(f, m))
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := file.Section("")
+	for h := range m[""] {
+		start, end := s.bucket(h >> s.shift)
+		f.Add(slices.Clone(s.data[start:end]), uint8(64-s.shift), h)
+	}
+	f.Add([]byte{}, uint8(0), uint64(0))
+	f.Fuzz(func(t *testing.T, rows []byte, k uint8, h uint64) {
+		sameAsBefore(t, bucketSection(rows, uint64(k)%(maxBits+1)), h)
 	})
 }
 
