@@ -1219,14 +1219,20 @@ func (s *Store) readTokens(user string, hashes []bow.Hash, vals []store.Counts, 
 // cache's probe and the copy into it that a miss costs would take longer.
 func readSealed(sec *sealed.Section, hashes []bow.Hash, vals []store.Counts, width int, arena []uint64) error {
 	sealed.Touch(sec, hashes)
+	// sealedRow's work, without its call for each token.
 	for i, h := range hashes {
-		row, _, stored, err := sealedRow(sec, h, arena[i*width:i*width:(i+1)*width])
+		head, shared, rest, ok, err := sec.Find(uint64(h))
+		if err != nil {
+			return fmt.Errorf("token %x: %w: %w", h, store.ErrInconsistent, err)
+		}
+		if !ok {
+			continue
+		}
+		row, _, err := decodeSealedRow(arena[i*width:i*width:(i+1)*width], head, shared, rest)
 		if err != nil {
 			return fmt.Errorf("token %x: %w", h, err)
 		}
-		if stored {
-			vals[i] = row[:max(len(row), width)]
-		}
+		vals[i] = row[:max(len(row), width)]
 	}
 	return nil
 }

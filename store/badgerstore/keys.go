@@ -246,9 +246,15 @@ func appendRowV3(dst []byte, row []uint64) []byte {
 // A lookup decodes a row a token, and most of a row's values take one
 // byte or two (a weight), which it reads without binary.Uvarint's loop.
 func decodeRowV3(dst []uint64, b []byte) ([]uint64, error) {
+	return decodeRowTail(dst, b, 0)
+}
+
+// decodeRowTail is decodeRowV3 of the values of a row from its i-th on,
+// those before it decoded already.
+func decodeRowTail(dst []uint64, b []byte, i int) ([]uint64, error) {
 	// An index into b, not b resliced at every value: a slice's three
 	// words updated per value were a sixth of the loop.
-	for i, j := 0, 0; j < len(b); i++ {
+	for j := 0; j < len(b); i++ {
 		v := uint64(b[j])
 		switch {
 		case v < 0x80:

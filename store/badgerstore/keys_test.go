@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -440,6 +441,62 @@ func FuzzDecodeRow(f *testing.F) {
 		if !slices.Equal(again, row[:n]) || dayAgain != day {
 			t.Errorf("round trip of %v on day %d gave %v on day %d", row, day, again, dayAgain)
 		}
+	})
+}
+
+// sealedAsWhole fails t if decodeSealedRow of row, its first shared
+// bytes in a word with junk past them, differs from decodeRow of row.
+func sealedAsWhole(t *testing.T, row []byte, shared int, junk uint32) {
+	t.Helper()
+	var head [4]byte
+	binary.LittleEndian.PutUint32(head[:], junk)
+	copy(head[:], row[:shared])
+	dst := []uint64{7} // what the caller's row held before
+	got, day, err := decodeSealedRow(dst[:1:1], binary.LittleEndian.Uint32(head[:]), shared, row[shared:])
+	want, wantDay, wantErr := decodeRow(dst[:1:1], row)
+	if !slices.Equal(got, want) || day != wantDay || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("decodeSealedRow of %x sharing %d = %v, %d, %v; decodeRow, %v, %d, %v", row, shared, got, day, err, want, wantDay, wantErr)
+	}
+}
+
+// TestDecodeSealedRow decodes rows as a sealed file holds them, their
+// first bytes shared with the row before, as decodeRow decodes them
+// whole: rows of every day and of values of every length, and rows that
+// do not decode.
+func TestDecodeSealedRow(t *testing.T) {
+	rows := [][]byte{
+		nil, {0x80}, {0x80, 0x80}, {2}, {2, 0x80}, {2, 1, 0xff}, {0xff, 0x7f, 0x80},
+		appendRow(nil, dayEpoch, nil),
+		appendRow(nil, dayEpoch+1, []uint64{3, 0, 300}),
+		appendRow(nil, dayEpoch-1, []uint64{1 << 63, uint64(1<<64 - 7)}),
+		append(appendRow(nil, dayEpoch+100, []uint64{1, 2}), 0x80),
+		binary.AppendVarint(nil, -int64(dayEpoch)-1),
+		binary.AppendVarint(nil, math.MaxUint32),
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 5000 {
+		vals := make([]uint64, rng.IntN(7))
+		for i := range vals {
+			vals[i] = rng.Uint64() >> rng.IntN(64)
+		}
+		day := store.Day(rng.IntN(2 * int(dayEpoch)))
+		if rng.IntN(2) == 0 {
+			day = dayEpoch + store.Day(rng.IntN(400)) // two bytes, as a model's days
+		}
+		rows = append(rows, appendRow(nil, day, vals))
+	}
+	for _, row := range rows {
+		for shared := range min(len(row), 3) + 1 {
+			sealedAsWhole(t, row, shared, rng.Uint32())
+		}
+	}
+}
+
+func FuzzDecodeSealedRow(f *testing.F) {
+	f.Add(appendRow(nil, 20400, []uint64{3, 5, 300, uint64(1<<64 - 7)}), uint8(2), uint32(0xdeadbeef))
+	f.Add(appendRow(nil, 20400, []uint64{3, 5}), uint8(3), uint32(0))
+	f.Fuzz(func(t *testing.T, row []byte, shared uint8, junk uint32) {
+		sealedAsWhole(t, row, min(int(shared%4), len(row)), junk)
 	})
 }
 

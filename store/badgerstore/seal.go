@@ -696,14 +696,42 @@ func (s *Store) scanTokens(ctx context.Context, txn *badger.Txn, user string, f 
 // sealedRow reads sec's row of h into row, as load and resolveDays read
 // Badger's: it reports false if there is none.
 func sealedRow(sec *sealed.Section, h bow.Hash, row []uint64) ([]uint64, store.Day, bool, error) {
-	var buf [32]byte
-	v, ok, err := sec.Get(uint64(h), buf[:0])
+	head, shared, rest, ok, err := sec.Find(uint64(h))
 	if err != nil {
 		return row, 0, false, fmt.Errorf("%w: %w", store.ErrInconsistent, err)
 	}
 	if !ok {
 		return row, 0, false, nil
 	}
-	row, day, err := decodeRow(row, v)
+	row, day, err := decodeSealedRow(row, head, shared, rest)
 	return row, day, true, err
+}
+
+// decodeSealedRow is decodeRow of the row that the sealed file holds as
+// head's low shared bytes and rest (sealed.Section.Find). A model's rows
+// share none of their bytes, or their day, two bytes, and perhaps the
+// first byte of their first value: it decodes those where they are,
+// without copying them together or calling decodeDay, which took a
+// fifth of a lookup's instructions, and copies only a row whose day or
+// value runs on from the bytes shared into rest.
+func decodeSealedRow(dst []uint64, head uint32, shared int, rest []byte) ([]uint64, store.Day, error) {
+	// A day of two bytes has its first byte's top bit set and its
+	// second's clear; decodeDay reads it as below, always in range.
+	const twoBytes, two = 0x8080, 0x80
+	i := 0
+	switch {
+	case shared == 0 && len(rest) >= 2 && (uint32(rest[0])|uint32(rest[1])<<8)&twoBytes == two:
+		head, rest = uint32(rest[0])|uint32(rest[1])<<8, rest[2:]
+	case shared == 2 && head&twoBytes == two:
+	case shared == 3 && head&(0x80<<16|twoBytes) == two:
+		dst, i = append(dst, uint64(head>>16&0xff)), 1
+	default:
+		var buf [32]byte
+		b := binary.LittleEndian.AppendUint32(buf[:0], head)[:shared]
+		return decodeRow(dst, append(b, rest...))
+	}
+	u := uint64(head&0x7f) | uint64(head>>8&0x7f)<<7
+	day := store.Day(int64(u>>1) ^ -int64(u&1) + int64(dayEpoch))
+	dst, err := decodeRowTail(dst, rest, i)
+	return dst, day, err
 }
