@@ -244,7 +244,8 @@ func appendRowV3(dst []byte, row []uint64) []byte {
 // decodeRowV3 appends the values encoded in b by appendRowV3 to dst.
 // What it appends may be shorter than the class list; the rest is zero.
 // A lookup decodes a row a token, and most of a row's values take one
-// byte or two (a weight), which it reads without binary.Uvarint's loop.
+// byte or two (a weight), and of the rest most three (a weight of a
+// token seen often), which it reads without binary.Uvarint's loop.
 func decodeRowV3(dst []uint64, b []byte) ([]uint64, error) {
 	return decodeRowTail(dst, b, 0)
 }
@@ -262,6 +263,9 @@ func decodeRowTail(dst []uint64, b []byte, i int) ([]uint64, error) {
 		case j+1 < len(b) && b[j+1] < 0x80:
 			v = v&0x7f | uint64(b[j+1])<<7
 			j += 2
+		case j+2 < len(b) && b[j+2] < 0x80:
+			v = v&0x7f | uint64(b[j+1]&0x7f)<<7 | uint64(b[j+2])<<14
+			j += 3
 		default:
 			var n int
 			if v, n = binary.Uvarint(b[j:]); n <= 0 {

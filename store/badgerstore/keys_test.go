@@ -500,10 +500,33 @@ func FuzzDecodeSealedRow(f *testing.F) {
 	})
 }
 
+// decodeRowV3Ref is decodeRowV3 as its format defines it, with
+// binary's decoders, which FuzzDecodeRowV3 holds decodeRowV3's reads of
+// short values to.
+func decodeRowV3Ref(dst []uint64, b []byte) ([]uint64, error) {
+	for i := 0; len(b) > 0; i++ {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return dst, errCorrupt
+		}
+		if i%2 == 1 {
+			w, _ := binary.Varint(b[:n])
+			v = uint64(w)
+		}
+		dst, b = append(dst, v), b[n:]
+	}
+	return dst, nil
+}
+
 func FuzzDecodeRowV3(f *testing.F) {
 	f.Add(appendRowV3(nil, []uint64{3, 5, 300, uint64(1<<64 - 7)}))
+	f.Add([]byte{0x80, 0x80, 1, 0xff, 0xff, 0x7f, 0x80, 0x80, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		row, err := decodeRowV3(nil, b)
+		want, wantErr := decodeRowV3Ref(nil, b)
+		if !slices.Equal(row, want) || err != wantErr {
+			t.Fatalf("decodeRowV3(%x) = %v, %v; by binary's decoders, %v, %v", b, row, err, want, wantErr)
+		}
 		if err != nil {
 			return
 		}
