@@ -366,8 +366,8 @@ func Open(data []byte) (*File, error) {
 		}
 		nOff := uint64(1)<<k + 1
 		s := &Section{
-			data:    data[dOff : dOff+dLen],
-			offsets: data[oOff : oOff+nOff*offsetSize],
+			data:    data[dOff : dOff+dLen : dOff+dLen],
+			offsets: data[oOff : oOff+nOff*offsetSize : oOff+nOff*offsetSize],
 			rows:    rows,
 			shift:   64 - k,
 			width:   remWidth(k),
@@ -451,9 +451,11 @@ func (f *File) Bytes() []byte { return f.data }
 // Rows returns the number of rows.
 func (s *Section) Rows() uint64 { return s.rows }
 
-// bucket returns where the rows of bucket b start and end.
+// bucket returns where the rows of bucket b start and end. It slices
+// the two offsets it reads at once: a slice's bounds are checked against
+// its capacity, which Open makes its length.
 func (s *Section) bucket(b uint64) (start, end uint32) {
-	o := s.offsets[b*offsetSize:]
+	o := s.offsets[b*offsetSize : (b+2)*offsetSize]
 	return binary.LittleEndian.Uint32(o), binary.LittleEndian.Uint32(o[offsetSize:])
 }
 
