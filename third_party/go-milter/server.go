@@ -43,7 +43,9 @@ type Milter interface {
 	Headers(h textproto.MIMEHeader, m *Modifier) (Response, error)
 
 	// BodyChunk is called to process next message body chunk data (up to 64KB
-	// in size). Suppress with OptNoBody.
+	// in size). Suppress with OptNoBody. The chunk is valid only until
+	// BodyChunk returns: the session reads the next packet into the same
+	// memory. (spamd patch)
 	BodyChunk(chunk []byte, m *Modifier) (Response, error)
 
 	// Body is called at the end of each message. All changes to message's

@@ -29,35 +29,38 @@ type milterSession struct {
 	headers  textproto.MIMEHeader
 	macros   map[string]string
 	backend  Milter
+
+	// buf holds the packet being read, and msg the packet read, both
+	// reused from one packet to the next, so that a session makes no
+	// garbage for the packets it reads; buf is let go past
+	// keepPacketBuffer bytes. (spamd patch)
+	buf []byte
+	msg Message
 }
 
-// ReadPacket reads incoming milter packet
+// keepPacketBuffer is the largest packet buffer a session keeps for the
+// next packet: room for a body chunk as Postfix and Sendmail send it, up
+// to 64 KiB, and its command byte. (spamd patch)
+const keepPacketBuffer = 64<<10 + 1
+
+// ReadPacket reads incoming milter packet. The packet, its data
+// included, is the session's until the next ReadPacket. (spamd patch)
 func (c *milterSession) ReadPacket() (*Message, error) {
-	return readPacket(c.conn, 0)
+	data, err := readPacketData(c.conn, 0, c.buf[:0])
+	if cap(data) <= keepPacketBuffer {
+		c.buf = data
+	} else {
+		c.buf = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.msg = Message{Code: data[0], Data: data[1:]}
+	return &c.msg, nil
 }
 
 func readPacket(conn net.Conn, timeout time.Duration) (*Message, error) {
-	if timeout != 0 {
-		conn.SetReadDeadline(time.Now().Add(timeout))
-		defer conn.SetReadDeadline(time.Time{})
-	}
-
-	// read packet length
-	var length uint32
-	if err := binary.Read(conn, binary.BigEndian, &length); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		return nil, errors.New("milter: invalid zero-length packet")
-	}
-	if length > maxPacketSize {
-		return nil, fmt.Errorf("milter: packet length %d exceeds %d bytes", length, maxPacketSize)
-	}
-
-	// read packet data, growing the buffer as the data arrives: a peer
-	// that announces a large packet and sends it slowly, or never, holds
-	// no more memory than it has sent. (spamd patch)
-	data, err := readFull(conn, int(length))
+	data, err := readPacketData(conn, timeout, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -71,21 +74,58 @@ func readPacket(conn net.Conn, timeout time.Duration) (*Message, error) {
 	return &message, nil
 }
 
+// readPacketData reads a packet, its command byte and data, into buf,
+// which it grows as needed, and returns it; it returns buf, with what it
+// read, on an error too, so that its room can be used again. (spamd
+// patch)
+func readPacketData(conn net.Conn, timeout time.Duration, buf []byte) ([]byte, error) {
+	if timeout != 0 {
+		conn.SetReadDeadline(time.Now().Add(timeout))
+		defer conn.SetReadDeadline(time.Time{})
+	}
+
+	// read packet length
+	var head [4]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		return buf, err
+	}
+	length := binary.BigEndian.Uint32(head[:])
+	if length == 0 {
+		return buf, errors.New("milter: invalid zero-length packet")
+	}
+	if length > maxPacketSize {
+		return buf, fmt.Errorf("milter: packet length %d exceeds %d bytes", length, maxPacketSize)
+	}
+
+	// read packet data, growing the buffer as the data arrives: a peer
+	// that announces a large packet and sends it slowly, or never, holds
+	// no more memory than it has sent. (spamd patch)
+	return readFull(conn, int(length), buf)
+}
+
 // firstRead is the most readFull allocates before any data has arrived.
 const firstRead = 4096
 
-// readFull reads exactly n bytes from r into a buffer that starts small and
-// at most doubles per read, so that its size follows what was received
-// rather than what was announced. (spamd patch)
-func readFull(r io.Reader, n int) ([]byte, error) {
-	size := n
-	if size > firstRead {
-		size = firstRead
+// readFull reads exactly n bytes from r into buf[:n], growing buf as the
+// data arrives: by firstRead at first, then at most doubling per read, so
+// that its size follows what was received rather than what was
+// announced. It returns buf holding what was read, on an error too.
+// (spamd patch)
+func readFull(r io.Reader, n int, buf []byte) ([]byte, error) {
+	data := buf[:0]
+	if cap(data) < n && cap(data) < firstRead {
+		size := n
+		if size > firstRead {
+			size = firstRead
+		}
+		data = make([]byte, 0, size)
 	}
-	data := make([]byte, 0, size)
 	for len(data) < n {
 		if len(data) == cap(data) {
 			grow := cap(data)
+			if grow < firstRead {
+				grow = firstRead
+			}
 			if rest := n - len(data); grow > rest {
 				grow = rest
 			}
@@ -93,13 +133,17 @@ func readFull(r io.Reader, n int) ([]byte, error) {
 			copy(bigger, data)
 			data = bigger
 		}
-		m, err := io.ReadFull(r, data[len(data):cap(data)])
+		end := cap(data)
+		if end > n {
+			end = n
+		}
+		m, err := io.ReadFull(r, data[len(data):end])
 		data = data[:len(data)+m]
 		if err != nil {
 			if err == io.EOF && len(data) > 0 {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return data, err
 		}
 	}
 	return data, nil
