@@ -56,15 +56,24 @@ func (st *state) html(b []byte) {
 func (st *state) tagName(raw []byte) (atom.Atom, []byte) {
 	raw = bytes.TrimPrefix(bytes.TrimPrefix(raw, []byte("<")), []byte("/"))
 	i := 0
-	for i < len(raw) && !isHTMLSpace(raw[i]) && raw[i] != '/' && raw[i] != '>' {
+	for i < len(raw) && tagByte[raw[i]]&(tagSpace|tagSlash|tagEnd) == 0 {
 		i++
 	}
 	st.lname = lowerASCII(st.lname[:0], raw[:i])
 	return atom.Lookup(st.lname), raw[i:]
 }
 
-func isHTMLSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
+// Classes of the bytes that end the names and values of a tag.
+const (
+	tagSpace = 1 << iota // HTML white space
+	tagSlash
+	tagEnd // '>'
+	tagEq
+)
+
+var tagByte = [256]uint8{
+	' ': tagSpace, '\t': tagSpace, '\n': tagSpace, '\r': tagSpace, '\f': tagSpace,
+	'/': tagSlash, '>': tagEnd, '=': tagEq,
 }
 
 // tag handles the start tag raw and returns the element's atom.
@@ -110,7 +119,7 @@ func (st *state) tag(raw []byte) atom.Atom {
 // key is empty when there is none.
 func nextAttr(b []byte) (key, val, rest []byte) {
 	i := 0
-	for i < len(b) && (isHTMLSpace(b[i]) || b[i] == '/') {
+	for i < len(b) && tagByte[b[i]]&(tagSpace|tagSlash) != 0 {
 		i++
 	}
 	if i == len(b) || b[i] == '>' {
@@ -118,18 +127,18 @@ func nextAttr(b []byte) (key, val, rest []byte) {
 	}
 	k := i
 	i++ // a name may start with '='
-	for i < len(b) && !isHTMLSpace(b[i]) && b[i] != '/' && b[i] != '>' && b[i] != '=' {
+	for i < len(b) && tagByte[b[i]] == 0 {
 		i++
 	}
 	key = b[k:i]
-	for i < len(b) && isHTMLSpace(b[i]) {
+	for i < len(b) && tagByte[b[i]] == tagSpace {
 		i++
 	}
 	if i == len(b) || b[i] != '=' {
 		return key, nil, b[i:]
 	}
 	i++
-	for i < len(b) && isHTMLSpace(b[i]) {
+	for i < len(b) && tagByte[b[i]] == tagSpace {
 		i++
 	}
 	if i < len(b) && (b[i] == '"' || b[i] == '\'') {
@@ -141,7 +150,7 @@ func nextAttr(b []byte) (key, val, rest []byte) {
 		return key, b[i+1 : i+1+end], b[i+2+end:]
 	}
 	v := i
-	for i < len(b) && !isHTMLSpace(b[i]) && b[i] != '>' {
+	for i < len(b) && tagByte[b[i]]&(tagSpace|tagEnd) == 0 {
 		i++
 	}
 	return key, b[v:i], b[i:]
