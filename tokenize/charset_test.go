@@ -3,6 +3,7 @@ package tokenize
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -38,6 +39,46 @@ func TestSingleByteCharsets(t *testing.T) {
 		}
 		if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, ascii) {
 			t.Errorf("%q decodes ASCII to %q, %v", cs, got, err)
+		}
+	}
+}
+
+// TestSingleByteUTF8 checks that decodeSingleByte converts text as
+// go-message's decoder of each single-byte charset does: every byte value,
+// between ASCII and not, and text of random bytes.
+func TestSingleByteUTF8(t *testing.T) {
+	var all []byte
+	for i := range 256 {
+		all = append(all, 'a', byte(i), byte(i), 0x80|byte(i))
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	inputs := [][]byte{all, {}, []byte("ascii only"), {0xff}}
+	for range 50 {
+		b := make([]byte, rnd.IntN(100))
+		for i := range b {
+			b[i] = byte(rnd.Uint32())
+		}
+		inputs = append(inputs, b)
+	}
+	tables := singleByteUTF8()
+	for cs := range singleByteCharsets {
+		tab := tables[cs]
+		if tab == nil {
+			t.Errorf("%q: no table", cs)
+			continue
+		}
+		for _, in := range inputs {
+			r, err := charset.Reader(cs, bytes.NewReader(in))
+			if err != nil {
+				t.Fatalf("%q: %v", cs, err)
+			}
+			want, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatalf("%q: %v", cs, err)
+			}
+			if got := decodeSingleByte([]byte("x"), in, tab); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+				t.Errorf("%q: decodeSingleByte(%q) = %q, the decoder gives %q", cs, in, got[1:], want)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/emersion/go-message"
@@ -408,6 +409,10 @@ func (st *state) convert(data []byte, cs string) []byte {
 // conversion buffer, with go-message's decoders; it returns data and false
 // where cs is unknown.
 func (st *state) decodeCharset(data []byte, cs string) ([]byte, bool) {
+	if t := singleByteUTF8()[cs]; t != nil {
+		st.conv = decodeSingleByte(st.conv[:0], data, t)
+		return st.conv, true
+	}
 	r, err := charset.Reader(cs, bytes.NewReader(data))
 	if err != nil {
 		return data, false
@@ -434,6 +439,64 @@ var singleByteCharsets = map[string]bool{
 	"windows-1250": true, "windows-1251": true, "windows-1252": true, "windows-1253": true,
 	"windows-1254": true, "windows-1255": true, "windows-1256": true, "windows-1257": true,
 	"windows-1258": true, "koi8-r": true, "koi8-u": true,
+}
+
+// singleByteUTF8 holds for each of singleByteCharsets the UTF-8 of the
+// character its decoder makes of each byte from 0x80 up, which converts
+// text in it a byte at a time, as the decoder would, without a
+// transform.Reader and its buffers, and ASCII a run at a time.
+var singleByteUTF8 = sync.OnceValue(func() map[string]*[128]string {
+	high := make([]byte, 128)
+	for i := range high {
+		high[i] = 0x80 + byte(i)
+	}
+	tables := make(map[string]*[128]string, len(singleByteCharsets))
+	for cs := range singleByteCharsets {
+		r, err := charset.Reader(cs, bytes.NewReader(high))
+		if err != nil {
+			continue
+		}
+		out, err := io.ReadAll(r)
+		if err != nil {
+			continue
+		}
+		t := new([128]string)
+		i := 0
+		for ; len(out) > 0 && i < len(t); i++ {
+			_, n := utf8.DecodeRune(out)
+			t[i], out = string(out[:n]), out[n:]
+		}
+		if i == len(t) && len(out) == 0 {
+			tables[cs] = t
+		}
+	}
+	return tables
+})
+
+// decodeSingleByte appends to dst the UTF-8 of src, in the single-byte
+// charset whose characters from 0x80 up t holds.
+func decodeSingleByte(dst, src []byte, t *[128]string) []byte {
+	for len(src) > 0 {
+		n := asciiPrefix(src)
+		dst = append(dst, src[:n]...)
+		for src = src[n:]; len(src) > 0 && src[0] >= utf8.RuneSelf; src = src[1:] {
+			dst = append(dst, t[src[0]-utf8.RuneSelf]...)
+		}
+	}
+	return dst
+}
+
+// asciiPrefix returns the length of the ASCII bytes that b starts with,
+// looking at eight bytes at a time.
+func asciiPrefix(b []byte) int {
+	i := 0
+	for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 == 0 {
+		i += 8
+	}
+	for i < len(b) && b[i] < utf8.RuneSelf {
+		i++
+	}
+	return i
 }
 
 // isASCII reports whether b is all ASCII, eight bytes at a time.
