@@ -2,7 +2,9 @@ package tokenize
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -359,15 +361,54 @@ func unfold(dst, v []byte) []byte {
 	return dst
 }
 
-// lowerASCII appends b to dst with ASCII letters lower-cased.
+// lowerASCII appends b to dst with ASCII letters lower-cased. A short b,
+// such as most field and tag names, is done here, where the call may be
+// inlined; a longer one eight bytes at a time.
 func lowerASCII(dst, b []byte) []byte {
-	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	if len(b) < 8 {
+		for _, c := range b {
+			dst = append(dst, lowerByte[c])
 		}
-		dst = append(dst, c)
+		return dst
 	}
+	return lowerLong(dst, b)
+}
+
+// lowerLong is lowerASCII for a b of eight bytes or more. Done a byte at
+// a time, lower-casing was 1.6% of a classify's instructions.
+func lowerLong(dst, b []byte) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, len(b))[:n+len(b)]
+	d := dst[n:]
+	for i := 0; i < len(b)-8; i += 8 {
+		binary.LittleEndian.PutUint64(d[i:], lower8(binary.LittleEndian.Uint64(b[i:])))
+	}
+	// The last eight bytes, which may overlap bytes done: lower-casing
+	// them again changes nothing.
+	i := len(b) - 8
+	binary.LittleEndian.PutUint64(d[i:], lower8(binary.LittleEndian.Uint64(b[i:])))
 	return dst
+}
+
+// lowerByte maps each byte to its ASCII lower case.
+var lowerByte = func() (t [256]byte) {
+	for c := range t {
+		t[c] = byte(c)
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] += 'a' - 'A'
+	}
+	return t
+}()
+
+// lower8 lower-cases the ASCII letters among the eight bytes of x.
+func lower8(x uint64) uint64 {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	h := x &^ high                // each byte's low seven bits
+	ge := h + ones*(0x80-'A')     // high bit set where h >= 'A'
+	gt := h + ones*(0x80-'Z'-1)   // high bit set where h > 'Z'
+	upper := ge &^ gt &^ x & high // ASCII letters A to Z
+	return x | upper>>2           // 0x80>>2 is the bit of lower case
 }
 
 // addresses tokenizes an address list: each address's domain and its
