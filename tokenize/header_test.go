@@ -18,6 +18,28 @@ func refLowerASCII(dst, b []byte) []byte {
 	return dst
 }
 
+func refIsHostByte(c byte) bool {
+	return 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_'
+}
+
+func refIsHostname(b []byte) bool {
+	dot := bytes.LastIndexByte(b, '.')
+	if dot <= 0 || len(b)-dot-1 < 2 || len(b) > 253 {
+		return false
+	}
+	for _, c := range b[dot+1:] {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c >= 0x80) {
+			return false
+		}
+	}
+	return true
+}
+
 // headerHelperCases are inputs at the edges of the helpers: lengths about
 // eight bytes, bytes next to the letters and non-ASCII bytes whose low
 // seven bits are letters.
@@ -43,6 +65,24 @@ func TestLowerASCII(t *testing.T) {
 	}
 }
 
+func TestHostBytes(t *testing.T) {
+	for c := range 256 {
+		if got, want := isHostByte(byte(c)), refIsHostByte(byte(c)); got != want {
+			t.Errorf("isHostByte(%#x) = %v, want %v", c, got, want)
+		}
+	}
+}
+
+func TestIsHostname(t *testing.T) {
+	for _, in := range headerHelperCases {
+		for _, b := range [][]byte{[]byte(in), refLowerASCII(nil, []byte(in))} {
+			if got, want := isHostname(b), refIsHostname(b); got != want {
+				t.Errorf("isHostname(%q) = %v, want %v", b, got, want)
+			}
+		}
+	}
+}
+
 func FuzzHeaderHelpers(f *testing.F) {
 	for _, s := range headerHelperCases {
 		f.Add([]byte(s))
@@ -50,6 +90,11 @@ func FuzzHeaderHelpers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := lowerASCII([]byte("x:"), b), refLowerASCII([]byte("x:"), b); !bytes.Equal(got, want) {
 			t.Errorf("lowerASCII(%q) = %q, want %q", b, got, want)
+		}
+		for _, h := range [][]byte{b, refLowerASCII(nil, b)} {
+			if got, want := isHostname(h), refIsHostname(h); got != want {
+				t.Errorf("isHostname(%q) = %v, want %v", h, got, want)
+			}
 		}
 	})
 }
