@@ -608,10 +608,10 @@ func (st *state) received(v []byte) {
 			st.add("received:" + string(w))
 			st.add("received:" + string(w[:bytes.LastIndexByte(w, '.')]))
 			made++
-		case bytes.Count(w, []byte(":")) >= 2 && isHex(w):
+		case isHex(w) && bytes.Count(w, []byte(":")) >= 2: // isHex fails at the first letter past 'f' of most words
 			st.add("received:" + string(w))
 			made++
-		case bytes.IndexByte(w, ':') < 0 && isHostname(w):
+		case isHostname(w): // which a name with a colon is not
 			st.host("received:", w)
 			made++
 		}
@@ -647,24 +647,24 @@ const (
 
 // isIPv4 reports whether b is a dotted quad.
 func isIPv4(b []byte) bool {
-	parts := 0
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '.')
-		p := b
-		if i >= 0 {
-			p, b = b[:i], b[i+1:]
-			if len(b) == 0 {
+	dots, digits, v := 0, 0, 0 // digits and value of the current part
+	for _, c := range b {
+		if c == '.' {
+			if digits == 0 {
 				return false
 			}
-		} else {
-			b = nil
+			dots, digits, v = dots+1, 0, 0
+			continue
 		}
-		if len(p) == 0 || len(p) > 3 || !isDigits(p) || len(p) == 3 && string(p) > "255" {
+		if c-'0' > 9 || digits == 3 {
 			return false
 		}
-		parts++
+		digits, v = digits+1, v*10+int(c-'0')
+		if v > 255 {
+			return false
+		}
 	}
-	return parts == 4
+	return dots == 3 && digits > 0
 }
 
 func isHex(b []byte) bool {

@@ -2,6 +2,8 @@ package tokenize
 
 import (
 	"bytes"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -40,9 +42,31 @@ func refIsHostname(b []byte) bool {
 	return true
 }
 
+func refIsIPv4(b []byte) bool {
+	parts := 0
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '.')
+		p := b
+		if i >= 0 {
+			p, b = b[:i], b[i+1:]
+			if len(b) == 0 {
+				return false
+			}
+		} else {
+			b = nil
+		}
+		if len(p) == 0 || len(p) > 3 || !isDigits(p) || len(p) == 3 && string(p) > "255" {
+			return false
+		}
+		parts++
+	}
+	return parts == 4
+}
+
 // headerHelperCases are inputs at the edges of the helpers: lengths about
-// eight bytes, bytes next to the letters and non-ASCII bytes whose low
-// seven bits are letters.
+// eight bytes, bytes next to the letters, non-ASCII bytes whose low seven
+// bits are letters, near dotted quads, address lists with quotes and
+// comments, and field lines.
 var headerHelperCases = []string{
 	"", "A", "z", "@[`{", "\xc1\xda\xe1\xfa\x80\xff", "Received", "RECEIVED:",
 	"X-MS-Has-Attach", "0123456", "01234567", "012345678", "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
@@ -52,6 +76,10 @@ var headerHelperCases = []string{
 	"[192.0.2.1]", "ipv6:2001:db8::1", "a\x00.com", "a\x7f.com",
 	string(bytes.Repeat([]byte("a."), 126)) + "com",
 	string(bytes.Repeat([]byte("a."), 125)) + "com",
+	"192.0.2.255", "192.0.2.256", "192.0.2.1.", ".192.0.2.1", "1.2.3", "1.2.3.4.5", "01.002.3.4",
+	"1..3.4", "0.0.0.0", "1234.1.1.1", "1.2.3.4x", "a, b", `"a, b" <c>, d`, `a\, b, c`, `(a, (b)) c, d`,
+	`<a, b> c, d`, `"a\", b" c, d`, `a) b, c`, "From: x", "From : x", "From\t:x", " From: x",
+	"Fr om: x", ": x", "From", "X-\x7f: x", "X-\xff: x", "X\r: x",
 }
 
 func TestLowerASCII(t *testing.T) {
@@ -83,6 +111,14 @@ func TestIsHostname(t *testing.T) {
 	}
 }
 
+func TestIsIPv4(t *testing.T) {
+	for _, in := range headerHelperCases {
+		if got, want := isIPv4([]byte(in)), refIsIPv4([]byte(in)); got != want {
+			t.Errorf("isIPv4(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
 func FuzzHeaderHelpers(f *testing.F) {
 	for _, s := range headerHelperCases {
 		f.Add([]byte(s))
@@ -96,5 +132,141 @@ func FuzzHeaderHelpers(f *testing.F) {
 				t.Errorf("isHostname(%q) = %v, want %v", h, got, want)
 			}
 		}
+		if got, want := isIPv4(b), refIsIPv4(b); got != want {
+			t.Errorf("isIPv4(%q) = %v, want %v", b, got, want)
+		}
 	})
+}
+
+// headerCases are header sections at the edges of the header tokenizer:
+// folded and encoded fields, odd Received lines, IP literals, IDNs and
+// malformed addresses.
+var headerCases = []struct {
+	name, raw string
+	want      []string // the tokens of the header section, in order
+}{
+	{"folded encoded subject", "Subject: =?utf-8?B?w4lU?=\n =?iso-8859-1?Q?caf=E9?= Plain\n\tWORDS\nFrom: a@example.com\n\nx\n", []string{
+		"subject:étcafé", "subject:plain", "subject:words", "field:subject", "from:example.com",
+		"from:addr:a@example.com", "field:from", "meta:hops:0", "meta:no:message-id", "meta:no:date",
+		"meta:no:to", "meta:no:mailer",
+	}},
+	{"crlf and blanks before colon", "SUBJECT  :\tHello World\r\nX-Odd \t: Value.One_two-3\r\nfrom:B@Example.Org\r\n\r\nx\r\n", []string{
+		"subject:hello", "subject:world", "field:subject", "x-odd:value.one_two-3", "field:x-odd",
+		"from:example.org", "from:addr:b@example.org", "field:from", "meta:hops:0", "meta:no:message-id",
+		"meta:no:date", "meta:no:to", "meta:no:mailer",
+	}},
+	{"received full", "Received: from Mail.Example.COM (HELO x) ([IPv6:2001:DB8::1]) by MX.example.org (Postfix)\n\twith ESMTP id ABC123 for <Bob@Example.NET>; Tue, 1 Jul 2003 10:52:37 +0200\n\nx\n", []string{
+		"received:mail.example.com", "received:example.com", "received:2001:db8::1",
+		"received:mx.example.org", "received:example.org", "received:addr:bob@example.net",
+		"field:received", "meta:hops:1", "meta:no:message-id", "meta:no:date", "meta:no:from",
+		"meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"received odd addresses", "Received: from 256.1.1.1 [10.0.0.255] 1.2.3.4. .1.2.3.4 01.002.3.4 1.2.3 1.2.3.4.5 ::1 fe80::1:2 by unknown via x\n\nx\n", []string{
+		"received:10.0.0.255", "received:10.0.0", "received:01.002.3.4", "received:01.002.3",
+		"received:fe80::1:2", "received:unknown", "field:received", "meta:hops:1", "meta:no:message-id",
+		"meta:no:date", "meta:no:from", "meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"received no semicolon", "Received: (qmail 1234 invoked from network) from host.example.net (HELO host) (192.0.2.77)\nReceived: by 10.0.0.1 with SMTP id u3; Mon, 2 Jun 2003 01:02:03 -0000\n\nx\n", []string{
+		"received:host.example.net", "received:example.net", "received:192.0.2.77", "received:192.0.2",
+		"field:received", "received:10.0.0.1", "received:10.0.0", "field:received", "meta:hops:2",
+		"meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:to", "meta:no:subject",
+		"meta:no:mailer",
+	}},
+	{"received idn", "Received: from xn--bcher-kva.example ([192.0.2.1]) by bücher.example for <jörg@bücher.example>\n\nx\n", []string{
+		"received:xn--bcher-kva.example", "received:192.0.2.1", "received:192.0.2",
+		"received:cher.example", "received:addr:jörg@bücher.example", "field:received", "meta:hops:1",
+		"meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:to", "meta:no:subject",
+		"meta:no:mailer",
+	}},
+	{"received many", strings.Repeat("Received: by a.example.com\n", 21) + "\nx\n", append(
+		slices.Repeat([]string{"received:a.example.com", "received:example.com", "field:received"}, 20),
+		"field:received", "meta:hops:20+", "meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:to",
+		"meta:no:subject", "meta:no:mailer",
+	)},
+	{"received long host", "Received: from " + strings.Repeat("a.", 130) + "com by ok.example.com\n\nx\n", []string{
+		"received:ok.example.com", "received:example.com", "field:received", "meta:hops:1",
+		"meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:to", "meta:no:subject",
+		"meta:no:mailer",
+	}},
+	{"display names", "From: \"Doe, John\" <John.Doe@Example.COM> (Work)\nReply-To: =?utf-8?Q?J=C3=B6rg?= <j@b\xc3\xbccher.example>\n\nx\n", []string{
+		"from:doe", "from:john", "from:example.com", "from:addr:john.doe@example.com", "field:from",
+		"reply-to:jörg", "reply-to:bücher.example", "reply-to:addr:j@bücher.example", "field:reply-to",
+		"meta:hops:0", "meta:no:message-id", "meta:no:date", "meta:no:to", "meta:no:subject",
+		"meta:no:mailer",
+	}},
+	{"malformed addresses", "To: undisclosed-recipients:;, <@bad>, a@b, \"q\\\"uote\" <x@y.example>, (comment, with comma) z@sub.example.co.uk, <broken@example.org\n\nx\n", []string{
+		"to:undisclosed", "to:recipients", "to:q", "to:uote", "to:y.example", "to:addr:x@y.example",
+		"to:comment", "to:with", "to:comma", "to:z", "to:sub", "to:example", "to:co", "to:uk",
+		"to:example.org", "to:addr:broken@example.org", "to:count:4-5", "field:to", "meta:hops:0",
+		"meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"group and empty", "Cc: Team: a@example.com, b@EXAMPLE.com;\nReturn-Path: <>\nSender: user@[192.0.2.1]\nErrors-To: x@sub.domain.example.co.uk.\n\nx\n", []string{
+		"cc:example.com", "cc:count:2", "field:cc", "return-path:count:0", "field:return-path",
+		"field:sender", "errors-to:sub.domain.example.co.uk", "errors-to:example.co.uk",
+		"field:errors-to", "meta:hops:0", "meta:no:message-id", "meta:no:date", "meta:no:from",
+		"meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"many recipients", "To: " + strings.Repeat("a@example.com, ", 30) + "b@example.com\n\nx\n", []string{
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "to:example.com", "to:addr:a@example.com",
+		"to:example.com", "to:addr:a@example.com", "field:to", "meta:hops:0", "meta:no:message-id",
+		"meta:no:date", "meta:no:from", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"message-id", "Message-ID: <abc>\nResent-Message-ID: <1@Mail.Example.COM>\n\nx\n", []string{
+		"message-id:noat", "field:message-id", "resent-message-id:1",
+		"resent-message-id:mail.example.com", "field:resent-message-id", "meta:hops:0", "meta:no:date",
+		"meta:no:from", "meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"dates", "Date: Tue, 1 Jul 2003 10:52:37 PDT\nDate: yesterday (noon)\n\nx\n", []string{
+		"date:pdt", "field:date", "date:nozone", "field:date", "meta:hops:0", "meta:no:message-id",
+		"meta:no:from", "meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"content-type", "Content-Type: Text/HTML; charset=\"ISO-8859-1\"\nMIME-Version: 1.0\n\nx\n", []string{
+		"content-type:text/html", "content-type:charset:iso-8859-1", "field:content-type",
+		"mime-version:1.0", "field:mime-version", "meta:hops:0", "meta:no:message-id", "meta:no:date",
+		"meta:no:from", "meta:no:to", "meta:no:subject", "meta:no:mailer",
+	}},
+	{"verdicts and lists", "X-Spam-Status: Yes, score=9\nX-Bogosity: Spam\nList-Id: <list.example.org>\nX-Priority: 3 (Normal)\nX-Mailer: Foo Mailer v1.2.3\n\nx\n", []string{
+		"list-id:list.example.org", "field:list-id", "x-priority:3", "x-priority:normal",
+		"field:x-priority", "x-mailer:foo", "x-mailer:mailer", "x-mailer:v1.2.3", "field:x-mailer",
+		"meta:hops:0", "meta:no:message-id", "meta:no:date", "meta:no:from", "meta:no:to",
+		"meta:no:subject",
+	}},
+	{"not a field", "Subject: one\nthis is not a field\nFrom: late@example.com\n\nx\n", []string{
+		"subject:one", "field:subject", "meta:hops:0", "meta:no:message-id", "meta:no:date",
+		"meta:no:from", "meta:no:to", "meta:no:mailer",
+	}},
+	{"8-bit values", "Subject: caf\xe9 \xff\xfe\nOrganization: Acme\xa0Corp\n\nx\n", []string{
+		"subject:café", "subject:ÿþ", "field:subject", "organization:acme", "organization:corp",
+		"field:organization", "meta:hops:0", "meta:no:message-id", "meta:no:date", "meta:no:from",
+		"meta:no:to", "meta:no:mailer",
+	}},
+}
+
+func TestHeaderTokens(t *testing.T) {
+	o := DefaultOptions()
+	o.Headers = append(o.Headers, "*")
+	o.FieldNames = true
+	tok := New(o)
+	for _, tt := range headerCases {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := tok.Tokenize([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Tokens[:res.Header]; !slices.Equal(got, tt.want) {
+				t.Errorf("header tokens\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
 }
