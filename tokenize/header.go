@@ -28,26 +28,26 @@ func (r *headerReader) valid() bool {
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
 	}
-	_, ok := fieldName(line)
+	_, _, ok := fieldName(line)
 	return ok
 }
 
-// fieldName returns the name of the field that line starts, if it does.
-func fieldName(line []byte) ([]byte, bool) {
-	colon := bytes.IndexByte(line, ':')
-	if colon <= 0 {
-		return nil, false
+// fieldName returns the name of the field that line starts, if it does,
+// and where its value starts: after the colon that follows the name and
+// any blanks.
+func fieldName(line []byte) (name []byte, value int, ok bool) {
+	i := 0
+	for i < len(line) && line[i]-'!' <= '~'-'!' && line[i] != ':' {
+		i++
 	}
-	name := bytes.TrimRight(line[:colon], " \t")
-	if len(name) == 0 {
-		return nil, false
+	name = line[:i]
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
 	}
-	for _, c := range name {
-		if c <= ' ' || c >= 0x7f {
-			return nil, false
-		}
+	if len(name) == 0 || i == len(line) || line[i] != ':' {
+		return nil, 0, false
 	}
-	return name, true
+	return name, i + 1, true
 }
 
 // next returns the next field: its name as written and its value with
@@ -68,13 +68,12 @@ func (r *headerReader) next() (name, value []byte, ok bool) {
 		r.done = true
 		return nil, nil, false
 	}
-	name, ok = fieldName(line)
+	name, vstart, ok := fieldName(line)
 	if !ok {
 		r.done, r.bad = true, true
 		return nil, nil, false
 	}
-	vstart := r.off + len(name)
-	vstart += bytes.IndexByte(b[vstart:], ':') + 1
+	vstart += r.off
 	next := end + 1
 	for next < len(b) && (b[next] == ' ' || b[next] == '\t') {
 		i := bytes.IndexByte(b[next:], '\n')
@@ -460,6 +459,8 @@ func cutAddress(v []byte) (one, rest []byte) {
 		switch {
 		case escaped:
 			escaped = false
+		case !addrSpecial[c]:
+			// Most bytes change nothing; one load tells them.
 		case c == '\\':
 			escaped = true
 		case quoted:
@@ -481,6 +482,9 @@ func cutAddress(v []byte) (one, rest []byte) {
 	}
 	return v, nil
 }
+
+// addrSpecial marks the bytes cutAddress acts on.
+var addrSpecial = [256]bool{'\\': true, '"': true, '(': true, ')': true, '<': true, '>': true, ',': true}
 
 // splitAddress splits one address into the text a person reads (display
 // name and comments) and the addr-spec.

@@ -63,6 +63,54 @@ func refIsIPv4(b []byte) bool {
 	return parts == 4
 }
 
+func refCutAddress(v []byte) (one, rest []byte) {
+	quoted, escaped := false, false
+	depth, angle := 0, false
+	for i, c := range v {
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case quoted:
+			quoted = c != '"'
+		case c == '"':
+			quoted = true
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth > 0:
+		case c == '<':
+			angle = true
+		case c == '>':
+			angle = false
+		case c == ',' && !angle:
+			return v[:i], v[i+1:]
+		}
+	}
+	return v, nil
+}
+
+// refFieldName returns, as fieldName does, the name a line starts and
+// where its value starts.
+func refFieldName(line []byte) ([]byte, int, bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return nil, 0, false
+	}
+	name := bytes.TrimRight(line[:colon], " \t")
+	if len(name) == 0 {
+		return nil, 0, false
+	}
+	for _, c := range name {
+		if c <= ' ' || c >= 0x7f {
+			return nil, 0, false
+		}
+	}
+	return name, colon + 1, true
+}
+
 // headerHelperCases are inputs at the edges of the helpers: lengths about
 // eight bytes, bytes next to the letters, non-ASCII bytes whose low seven
 // bits are letters, near dotted quads, address lists with quotes and
@@ -119,6 +167,26 @@ func TestIsIPv4(t *testing.T) {
 	}
 }
 
+func TestCutAddress(t *testing.T) {
+	for _, in := range headerHelperCases {
+		one, rest := cutAddress([]byte(in))
+		wantOne, wantRest := refCutAddress([]byte(in))
+		if !bytes.Equal(one, wantOne) || !bytes.Equal(rest, wantRest) {
+			t.Errorf("cutAddress(%q) = %q, %q, want %q, %q", in, one, rest, wantOne, wantRest)
+		}
+	}
+}
+
+func TestFieldName(t *testing.T) {
+	for _, in := range headerHelperCases {
+		name, value, ok := fieldName([]byte(in))
+		wantName, wantValue, wantOK := refFieldName([]byte(in))
+		if !bytes.Equal(name, wantName) || value != wantValue || ok != wantOK {
+			t.Errorf("fieldName(%q) = %q, %d, %v, want %q, %d, %v", in, name, value, ok, wantName, wantValue, wantOK)
+		}
+	}
+}
+
 func FuzzHeaderHelpers(f *testing.F) {
 	for _, s := range headerHelperCases {
 		f.Add([]byte(s))
@@ -134,6 +202,16 @@ func FuzzHeaderHelpers(f *testing.F) {
 		}
 		if got, want := isIPv4(b), refIsIPv4(b); got != want {
 			t.Errorf("isIPv4(%q) = %v, want %v", b, got, want)
+		}
+		one, rest := cutAddress(b)
+		wantOne, wantRest := refCutAddress(b)
+		if !bytes.Equal(one, wantOne) || !bytes.Equal(rest, wantRest) {
+			t.Errorf("cutAddress(%q) = %q, %q, want %q, %q", b, one, rest, wantOne, wantRest)
+		}
+		name, value, ok := fieldName(b)
+		wantName, wantValue, wantOK := refFieldName(b)
+		if !bytes.Equal(name, wantName) || value != wantValue || ok != wantOK {
+			t.Errorf("fieldName(%q) = %q, %d, %v, want %q, %d, %v", b, name, value, ok, wantName, wantValue, wantOK)
 		}
 	})
 }
