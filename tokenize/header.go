@@ -566,6 +566,9 @@ func (st *state) received(v []byte) {
 	if i := bytes.LastIndexByte(v, ';'); i >= 0 {
 		v = v[:i]
 	}
+	// Lower-cased at once, not word by word: most words are short.
+	st.recv = lowerASCII(st.recv[:0], v)
+	v = st.recv
 	skip := false
 	made := 0
 	for len(v) > 0 && made < maxFieldTokens/4 {
@@ -586,8 +589,6 @@ func (st *state) received(v []byte) {
 			skip = false
 			continue
 		}
-		st.recv = lowerASCII(st.recv[:0], w)
-		w = st.recv
 		switch string(w) {
 		case "for":
 			if st.opts.Mailboxes {
@@ -721,13 +722,19 @@ const maxMailbox = 100
 func (st *state) mailbox(prefix string, addr []byte) {
 	addr = bytes.TrimSpace(addr)
 	at := bytes.LastIndexByte(addr, '@')
-	if at <= 0 || len(addr) > maxMailbox || !utf8.Valid(addr) || bytes.ContainsAny(addr, " \t\r\n<>") {
+	if at <= 0 || len(addr) > maxMailbox || !utf8.Valid(addr) {
 		return
 	}
-	st.hbuf = lowerASCII(st.hbuf[:0], addr[at+1:])
-	if !isHostname(st.hbuf) {
-		return
+	// The local part may hold none of these; isHostname checks the host.
+	for _, c := range addr[:at] {
+		switch c {
+		case ' ', '\t', '\r', '\n', '<', '>':
+			return
+		}
 	}
 	st.mbuf = lowerASCII(append(append(st.mbuf[:0], prefix...), "addr:"...), addr)
+	if !isHostname(st.mbuf[len(st.mbuf)-len(addr)+at+1:]) {
+		return
+	}
 	st.addBytes("", st.mbuf)
 }

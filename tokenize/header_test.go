@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // The ref functions are the byte-at-a-time forms of the header helpers,
@@ -111,6 +112,109 @@ func refFieldName(line []byte) ([]byte, int, bool) {
 	return name, colon + 1, true
 }
 
+// refReceived and refMailbox are received and mailbox as they were
+// before each Received field and mailbox was lower-cased once.
+func refReceived(st *state, v []byte) {
+	if i := bytes.LastIndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	skip := false
+	made := 0
+	for len(v) > 0 && made < maxFieldTokens/4 {
+		i := 0
+		for i < len(v) && !refIsHostByte(v[i]) {
+			i++
+		}
+		j := i
+		for j < len(v) && (refIsHostByte(v[j]) || v[j] == ':') {
+			j++
+		}
+		w := v[i:j]
+		v = v[j:]
+		if len(w) == 0 {
+			continue
+		}
+		if skip {
+			skip = false
+			continue
+		}
+		st.recv = refLowerASCII(st.recv[:0], w)
+		w = st.recv
+		switch string(w) {
+		case "for":
+			if st.opts.Mailboxes {
+				if lt := bytes.IndexByte(v, '<'); lt >= 0 {
+					if gt := bytes.IndexByte(v[lt:], '>'); gt > 0 {
+						refMailbox(st, "received:", v[lt+1:lt+gt])
+					}
+				}
+			}
+			return
+		case "id", "with", "via":
+			skip = true
+			continue
+		case "unknown":
+			st.add("received:unknown")
+			made++
+			continue
+		}
+		w = bytes.TrimPrefix(w, []byte("ipv6:"))
+		switch {
+		case refIsIPv4(w):
+			st.add("received:" + string(w))
+			st.add("received:" + string(w[:bytes.LastIndexByte(w, '.')]))
+			made++
+		case bytes.Count(w, []byte(":")) >= 2 && isHex(w):
+			st.add("received:" + string(w))
+			made++
+		case bytes.IndexByte(w, ':') < 0 && refIsHostname(w):
+			st.host("received:", w)
+			made++
+		}
+	}
+}
+
+func refMailbox(st *state, prefix string, addr []byte) {
+	addr = bytes.TrimSpace(addr)
+	at := bytes.LastIndexByte(addr, '@')
+	if at <= 0 || len(addr) > maxMailbox || !utf8.Valid(addr) || bytes.ContainsAny(addr, " \t\r\n<>") {
+		return
+	}
+	st.hbuf = refLowerASCII(st.hbuf[:0], addr[at+1:])
+	if !refIsHostname(st.hbuf) {
+		return
+	}
+	st.mbuf = refLowerASCII(append(append(st.mbuf[:0], prefix...), "addr:"...), addr)
+	st.addBytes("", st.mbuf)
+}
+
+var stateTokenizer = New(DefaultOptions())
+
+// stateTokens returns the tokens f adds to a fresh state.
+func stateTokens(f func(st *state)) []string {
+	st := stateTokenizer.pool.Get().(*state)
+	defer stateTokenizer.pool.Put(st)
+	st.reset(stateTokenizer)
+	f(st)
+	return st.tokens
+}
+
+// checkFieldFuncs compares received and mailbox with their former forms on
+// v.
+func checkFieldFuncs(t *testing.T, v []byte) {
+	t.Helper()
+	got := stateTokens(func(st *state) { st.received(v) })
+	want := stateTokens(func(st *state) { refReceived(st, v) })
+	if !slices.Equal(got, want) {
+		t.Errorf("received(%q) tokens %q, want %q", v, got, want)
+	}
+	got = stateTokens(func(st *state) { st.mailbox("to:", v) })
+	want = stateTokens(func(st *state) { refMailbox(st, "to:", v) })
+	if !slices.Equal(got, want) {
+		t.Errorf("mailbox(%q) tokens %q, want %q", v, got, want)
+	}
+}
+
 // headerHelperCases are inputs at the edges of the helpers: lengths about
 // eight bytes, bytes next to the letters, non-ASCII bytes whose low seven
 // bits are letters, near dotted quads, address lists with quotes and
@@ -128,6 +232,12 @@ var headerHelperCases = []string{
 	"1..3.4", "0.0.0.0", "1234.1.1.1", "1.2.3.4x", "a, b", `"a, b" <c>, d`, `a\, b, c`, `(a, (b)) c, d`,
 	`<a, b> c, d`, `"a\", b" c, d`, `a) b, c`, "From: x", "From : x", "From\t:x", " From: x",
 	"Fr om: x", ": x", "From", "X-\x7f: x", "X-\xff: x", "X\r: x",
+	"from Mail.Example.COM (HELO x) ([IPv6:2001:DB8::1]) by MX.example.org with ESMTP id A1 for <Bob@Example.NET>; x",
+	"from a.example.com (b.example.com [192.0.2.1]) by c.example.org (unknown) via SMTP for bob@example.net",
+	"by 10.0.0.1 with SMTP id u3 for < Bob@Example.NET >", "for <a b@example.com>", "for <a@b@Example.com>",
+	" \"a b\"@example.com ", "A@B@Example.COM", "x\xff@example.com", "j\xc3\xb6rg@Example.ORG", "tab\t@example.com",
+	"@example.com", "user@exa_mple.com", "user@example", "user@example.c0m", "user@ex ample.com", "<user@example.com>",
+	"user@example.com>", "us>er@example.com", "\tuser@EXAMPLE.com\r\n",
 }
 
 func TestLowerASCII(t *testing.T) {
@@ -156,6 +266,12 @@ func TestIsHostname(t *testing.T) {
 				t.Errorf("isHostname(%q) = %v, want %v", b, got, want)
 			}
 		}
+	}
+}
+
+func TestFieldFuncs(t *testing.T) {
+	for _, in := range headerHelperCases {
+		checkFieldFuncs(t, []byte(in))
 	}
 }
 
@@ -213,6 +329,7 @@ func FuzzHeaderHelpers(f *testing.F) {
 		if !bytes.Equal(name, wantName) || value != wantValue || ok != wantOK {
 			t.Errorf("fieldName(%q) = %q, %d, %v, want %q, %d, %v", b, name, value, ok, wantName, wantValue, wantOK)
 		}
+		checkFieldFuncs(t, b)
 	})
 }
 
