@@ -238,6 +238,7 @@ var headerHelperCases = []string{
 	" \"a b\"@example.com ", "A@B@Example.COM", "x\xff@example.com", "j\xc3\xb6rg@Example.ORG", "tab\t@example.com",
 	"@example.com", "user@exa_mple.com", "user@example", "user@example.c0m", "user@ex ample.com", "<user@example.com>",
 	"user@example.com>", "us>er@example.com", "\tuser@EXAMPLE.com\r\n",
+	"\x00\x01@\x00;<\x80\xff\x7f@@", "a;b;c;d;e;f;g;h;i;j", "@@@@@@@@@@@@@@@@@", "\x80\x80\x80\x80\x80\x80\x80\x80<",
 }
 
 func TestLowerASCII(t *testing.T) {
@@ -272,6 +273,16 @@ func TestIsHostname(t *testing.T) {
 func TestFieldFuncs(t *testing.T) {
 	for _, in := range headerHelperCases {
 		checkFieldFuncs(t, []byte(in))
+	}
+}
+
+func TestLastIndexByte(t *testing.T) {
+	for _, in := range headerHelperCases {
+		for _, c := range []byte("@<;.\x00\x80\xff") {
+			if got, want := lastIndexByte([]byte(in), c), bytes.LastIndexByte([]byte(in), c); got != want {
+				t.Errorf("lastIndexByte(%q, %q) = %d, want %d", in, c, got, want)
+			}
+		}
 	}
 }
 
@@ -314,6 +325,11 @@ func FuzzHeaderHelpers(f *testing.F) {
 		for _, h := range [][]byte{b, refLowerASCII(nil, b)} {
 			if got, want := isHostname(h), refIsHostname(h); got != want {
 				t.Errorf("isHostname(%q) = %v, want %v", h, got, want)
+			}
+		}
+		for _, c := range []byte("@<;\x00\x01\x80\xff") {
+			if got, want := lastIndexByte(b, c), bytes.LastIndexByte(b, c); got != want {
+				t.Errorf("lastIndexByte(%q, %q) = %d, want %d", b, c, got, want)
 			}
 		}
 		if got, want := isIPv4(b), refIsIPv4(b); got != want {
