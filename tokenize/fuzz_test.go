@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"os"
@@ -88,6 +89,19 @@ func FuzzStemEnglish(f *testing.F) {
 			if got, want := stemEnglish(w), english.Stem(w, false); got != want {
 				t.Errorf("stemEnglish(%q) = %q, kljensen's Stem gives %q", w, got, want)
 			}
+		}
+	})
+}
+
+// FuzzFindLink checks what bodyText relies on to skip findLink: a chunk
+// without '.', ':' or '\x0e' holds no link.
+func FuzzFindLink(f *testing.F) {
+	for _, s := range []string{"www.example.com", "x@mail.example", "http://localhost", "ftp:x", "wwwexample", "a@b", "(www.a.biz).", "www\x0e0"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, c []byte) {
+		if start, end, _ := findLink(c); start >= 0 && !bytes.ContainsAny(c, ".:\x0e") {
+			t.Fatalf("findLink(%q) found %q", c, c[start:end])
 		}
 	})
 }

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,24 +337,46 @@ func (st *state) bodyText() {
 	if room := min(len(text)/4, st.limit-len(st.tokens)); room > 0 {
 		st.tokens = slices.Grow(st.tokens, room)
 	}
-	mi := 0
+	// next is the position of the next mark, below which the loop need
+	// not look at them.
+	mi, next := 0, math.MaxInt
+	if len(marks) > 0 {
+		next = marks[0].pos
+	}
 	for i := 0; i < len(text); {
-		for mi < len(marks) && marks[mi].pos <= i {
-			st.add(marks[mi].tok)
-			mi++
+		if i >= next {
+			for mi < len(marks) && marks[mi].pos <= i {
+				st.add(marks[mi].tok)
+				mi++
+			}
+			next = math.MaxInt
+			if mi < len(marks) {
+				next = marks[mi].pos
+			}
 		}
 		if st.full() {
 			return
 		}
-		if isSpace(text[i]) {
+		// White space up to the next mark is skipped at once: it makes
+		// no token, so the marks and the check above come out as they
+		// would a byte at a time.
+		stop := min(len(text), next)
+		for i < stop && isSpace(text[i]) {
 			i++
+		}
+		if i == stop {
 			continue
 		}
-		j := i
-		for j < len(text) && !isSpace(text[j]) {
+		j, seen := i, uint8(0)
+		for j < len(text) {
+			b := chunkByte[text[j]]
+			if b == byteSpace {
+				break
+			}
+			seen |= b
 			j++
 		}
-		st.chunk(text[i:j])
+		st.chunk(text[i:j], seen&byteLink != 0)
 		i = j
 	}
 	for ; mi < len(marks); mi++ {
@@ -361,19 +384,38 @@ func (st *state) bodyText() {
 	}
 }
 
-// isSpace reports whether c is ASCII white space. Every byte of a body
-// is looked at by it, twice: a table takes one load where the six
-// comparisons took a dozen instructions.
+// isSpace reports whether c is ASCII white space: a table takes one load
+// where the six comparisons took a dozen instructions.
 func isSpace(c byte) bool { return spaceTab[c] }
 
 var spaceTab = [256]bool{' ': true, '\n': true, '\r': true, '\t': true, '\f': true, '\v': true}
 
+// chunkByte classes the bytes of body text for bodyText: white space,
+// which ends a chunk, and the bytes without which a chunk holds no URL or
+// e-mail address (see findLink): '.', ':' and '\x0e', which
+// hasPrefixFold takes for the '.' of "www.".
+var chunkByte = func() (t [256]uint8) {
+	for c, sp := range spaceTab {
+		if sp {
+			t[c] = byteSpace
+		}
+	}
+	t['.'], t[':'], t['\x0e'] = byteLink, byteLink, byteLink
+	return t
+}()
+
+const (
+	byteSpace = 1
+	byteLink  = 2
+)
+
 // chunk tokenizes a run of text without ASCII white space, finding URLs
-// and e-mail addresses in it.
-func (st *state) chunk(c []byte) {
+// and e-mail addresses in it; mayLink is false when it has none of the
+// bytes every link has (chunkByte), and so none.
+func (st *state) chunk(c []byte, mayLink bool) {
 	for len(c) > 0 && !st.full() {
 		start, end, isURL := -1, 0, false
-		if st.opts.URLs {
+		if st.opts.URLs && mayLink {
 			start, end, isURL = findLink(c)
 		}
 		if start < 0 {
@@ -392,7 +434,8 @@ func (st *state) chunk(c []byte) {
 
 // findLink finds the first URL or e-mail address in c: an http, https or
 // ftp URL, a host name starting "www." or ending in one of bareTLDs, or
-// local@domain.
+// local@domain. Each of these has a '.' or a ':', or the '\x0e' that
+// hasPrefixFold matches with the '.' of "www.".
 func findLink(c []byte) (start, end int, isURL bool) {
 	for i := 0; i < len(c); i++ {
 		switch c[i] {

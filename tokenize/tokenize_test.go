@@ -664,3 +664,38 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestBodyMarksAndLimit checks that the ready tokens of a body (MIME,
+// attachment and link tokens) come out among its words in message order,
+// with white space around them, and that MaxTokens cuts that sequence
+// where it should: a body that ends in white space notes the truncation
+// even at exactly MaxTokens tokens, as its end is walked over with the
+// limit reached.
+func TestBodyMarksAndLimit(t *testing.T) {
+	msg := "From: a@example.com\nContent-Type: multipart/mixed; boundary=x\n\n" +
+		"--x\nContent-Type: text/plain\n\nalpha beta  \n\n" +
+		"--x\nContent-Type: application/pdf\nContent-Disposition: attachment; filename=a.pdf\n\nAAAA\n" +
+		"--x\nContent-Type: text/html\n\n  gamma <a href=\"http://x.example.org/p\">link</a>  delta \n--x--\n"
+	body := []string{"mime:multipart/mixed", "mime:text/plain", "alpha", "beta", "attach:type:application/pdf", "attach:ext:pdf",
+		"mime:text/html", "gamma", "html:tag:a", "html:attr:href", "url:x.example.org", "url:example.org", "link", "delta"}
+	o := DefaultOptions()
+	o.Stem = false
+	all, err := New(o).Tokenize([]byte(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all.Tokens[all.Header:]; !slices.Equal(got, body) || all.Truncated {
+		t.Fatalf("body tokens %q, truncated %v; want %q", got, all.Truncated, body)
+	}
+	for limit := 1; limit <= len(all.Tokens)+1; limit++ {
+		o.MaxTokens = limit
+		res, err := New(o).Tokenize([]byte(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all.Tokens[:min(limit, len(all.Tokens))]
+		if !slices.Equal(res.Tokens, want) || res.Truncated != (limit <= len(all.Tokens)) {
+			t.Errorf("MaxTokens %d: %q, truncated %v", limit, res.Tokens, res.Truncated)
+		}
+	}
+}
