@@ -145,16 +145,18 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 		j += n
 	}
 	for j < len(s) {
-		c := s[j]
-		if f := asciiFlags[c]; f != 0 {
-			// Most of a word's bytes: lower-cased by setting the bit an
-			// upper-case letter lacks, counted by adding its flags, with
-			// no branch but the loop's.
-			w = append(w, c|(f&flagUpper)<<4)
-			letters += int(f & flagLetter)
-			upper += int(f&flagUpper) >> 1
-			digits += int(f) >> 2
-			j++
+		// Most of a word's bytes are ASCII letters and digits: as many of
+		// them as w has room for go at once.
+		k, sum := lowerWordRun(w[len(w):cap(w)], s[j:])
+		upper += int(sum & countMask)
+		digits += int(sum >> 31 & countMask)
+		letters += k - int(sum>>31&countMask)
+		w = w[:len(w)+k]
+		if j += k; j == len(s) {
+			break
+		}
+		if wordBytes[s[j]] != 0 {
+			w = slices.Grow(w, 1) // out of room, or maxWordRun read
 			continue
 		}
 		r, n := decodeRune(s[j:])
@@ -212,24 +214,47 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 	return j
 }
 
-// asciiFlags has, for each ASCII letter and digit, flagLetter or
-// flagDigit, and flagUpper for an upper-case letter; 0 for every other
-// byte.
-var asciiFlags = func() (t [256]uint8) {
+// lowerWordRun copies the ASCII letters and digits that src starts with to
+// dst, as many as it has room for, lower-cased (setting 0x20, the bit only
+// an upper-case letter lacks), and returns how many and the sum of their
+// wordBytes. Inlined in word, its loop had its variables kept in memory.
+//
+//go:noinline
+func lowerWordRun(dst, src []byte) (n int, sum uint64) {
+	src = src[:min(len(src), len(dst), maxWordRun)]
+	dst = dst[:len(src)]
+	for n < len(src) {
+		c := src[n]
+		f := wordBytes[c]
+		if f == 0 {
+			break
+		}
+		dst[n] = c | 0x20
+		sum += f
+		n++
+	}
+	return n, sum
+}
+
+// wordBytes has, for each ASCII letter and digit, the sum of 1<<63, which
+// makes it non-zero, and the counts it adds: 1 in the low 31 bits for an
+// upper-case letter, in the next 31 for a digit. A run of at most
+// maxWordRun of them sums to the counts without a carry between them; the
+// top bit's carry is lost.
+var wordBytes = func() (t [256]uint64) {
 	for c := 'a'; c <= 'z'; c++ {
-		t[c] = flagLetter
-		t[c-'a'+'A'] = flagLetter | flagUpper
+		t[c] = 1 << 63
+		t[c-'a'+'A'] = 1<<63 | 1
 	}
 	for c := '0'; c <= '9'; c++ {
-		t[c] = flagDigit
+		t[c] = 1<<63 | 1<<31
 	}
 	return t
 }()
 
 const (
-	flagLetter = 1
-	flagUpper  = 2 // shifted left 4, the bit that makes a letter lower-case
-	flagDigit  = 4
+	countMask  = 1<<31 - 1
+	maxWordRun = 1 << 30
 )
 
 // finishWord normalizes a word read by word and adds its token.
