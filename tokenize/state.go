@@ -134,27 +134,35 @@ func (st *state) add(tok string) {
 // addBytes adds prefix+word as a token, through the cache so that a
 // frequent token is one shared string.
 func (st *state) addBytes(prefix string, word []byte) {
+	st.key = append(append(append(st.key[:0], nsPlain), prefix...), word...)
+	st.addKey(st.key)
+}
+
+// addKey adds the token kw[1:] as addBytes does; it sets kw[0] to the
+// key's namespace.
+func (st *state) addKey(kw []byte) {
 	if st.full() {
 		return
 	}
-	st.key = append(append(append(st.key[:0], nsPlain), prefix...), word...)
-	tok, h, ok := st.cached(st.key)
+	kw[0] = nsPlain
+	tok, h, ok := st.cached(kw)
 	if !ok {
 		// A view of the key's bytes, which store copies.
-		tok = st.store(h, unsafe.String(unsafe.SliceData(st.key[1:]), len(st.key)-1))
+		tok = st.store(h, unsafe.String(unsafe.SliceData(kw[1:]), len(kw)-1))
 	}
 	st.add(tok)
 }
 
-// addStem adds the stem of word in the detected language.
-func (st *state) addStem(word []byte) {
+// addStem adds the stem of the word kw[1:] in the detected language; it
+// sets kw[0] to the key's namespace.
+func (st *state) addStem(kw []byte) {
 	if st.full() {
 		return
 	}
-	st.key = append(append(st.key[:0], byte(nsStem+st.stemIdx)), word...)
-	tok, h, ok := st.cached(st.key)
+	kw[0] = byte(nsStem + st.stemIdx)
+	tok, h, ok := st.cached(kw)
 	if !ok {
-		tok = st.store(h, languages[st.stemIdx].stem(string(word)))
+		tok = st.store(h, languages[st.stemIdx].stem(string(kw[1:])))
 	}
 	st.add(tok)
 }

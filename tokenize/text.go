@@ -135,7 +135,7 @@ func (st *state) words(s []byte, m wordMode) {
 // word reads the word that starts at s[i], adds its token and returns
 // where it ends.
 func (st *state) word(s []byte, i int, m wordMode) int {
-	w := st.wbuf[:0]
+	w := append(st.wbuf[:0], 0) // room for the key's namespace: see finishWord
 	nonASCII := false
 	letters, upper, wide, digits := 0, 0, 0, 0 // for the measures
 	j := i
@@ -185,7 +185,7 @@ func (st *state) word(s []byte, i int, m wordMode) int {
 			if runeClass(next) == clsWord {
 				// The word's last rune, as appended: a word rune always
 				// follows a separator kept.
-				last, _ := utf8.DecodeLastRune(w)
+				last, _ := utf8.DecodeLastRune(w[1:])
 				switch {
 				case (r == '\'' || r == '’') && unicode.IsLetter(last) && unicode.IsLetter(next):
 					j += n // "don't" is "dont"
@@ -257,13 +257,17 @@ const (
 	maxWordRun = 1 << 30
 )
 
-// finishWord normalizes a word read by word and adds its token.
-func (st *state) finishWord(w []byte, nonASCII, hasLetter, hasDigit bool, m wordMode) {
+// finishWord normalizes a word read by word and adds its token. The word
+// is kw[1:]: kw[0] is room for the namespace byte of its cache key, so
+// that a body word is looked up where it was made, not copied.
+func (st *state) finishWord(kw []byte, nonASCII, hasLetter, hasDigit bool, m wordMode) {
+	w := kw[1:]
 	n := len(w)
 	if nonASCII {
 		st.nbuf = norm.NFKC.Append(st.nbuf[:0], w...)
-		st.lbuf = appendLower(st.lbuf[:0], st.nbuf)
-		w = st.lbuf
+		st.lbuf = appendLower(append(st.lbuf[:0], 0), st.nbuf)
+		kw = st.lbuf
+		w = kw[1:]
 		n = utf8.RuneCount(w)
 	}
 	switch {
@@ -276,9 +280,9 @@ func (st *state) finishWord(w []byte, nonASCII, hasLetter, hasDigit bool, m word
 		st.addBytes(m.prefix, w)
 	case n < st.opts.MinTokenLen:
 	case st.stemIdx >= 0 && hasLetter && !hasDigit:
-		st.addStem(w)
+		st.addStem(kw)
 	default:
-		st.addBytes("", w)
+		st.addKey(kw)
 	}
 }
 
