@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -102,6 +104,32 @@ func FuzzFindLink(f *testing.F) {
 	f.Fuzz(func(t *testing.T, c []byte) {
 		if start, end, _ := findLink(c); start >= 0 && !bytes.ContainsAny(c, ".:\x0e") {
 			t.Fatalf("findLink(%q) found %q", c, c[start:end])
+		}
+	})
+}
+
+// FuzzPlainWord checks that bodyText's shortcut for a chunk of ASCII
+// letters and digits makes the tokens and counts that chunk makes of it.
+func FuzzPlainWord(f *testing.F) {
+	for _, s := range []string{"Hello", "ABC123", "x", "running", "Q9" + strings.Repeat("zZ", 40), "1234"} {
+		f.Add([]byte(s), true)
+	}
+	tk := New(DefaultOptions())
+	plain, general := new(state), new(state)
+	f.Fuzz(func(t *testing.T, c []byte, stem bool) {
+		if len(c) == 0 || bytes.ContainsFunc(c, func(r rune) bool { return r >= utf8.RuneSelf || asciiClass[r] != clsWord }) {
+			return
+		}
+		plain.reset(tk)
+		general.reset(tk)
+		if stem {
+			plain.stemIdx, general.stemIdx = langIndex("en"), langIndex("en")
+		}
+		plain.plainWord(c)
+		general.chunk(c, false)
+		p, g := plain.meas, general.meas
+		if !slices.Equal(plain.tokens, general.tokens) || p.words != g.words || p.letters != g.letters || p.upper != g.upper || p.nonASCII != g.nonASCII {
+			t.Fatalf("%q: %q, %+v; chunk made %q, %+v", c, plain.tokens, p, general.tokens, g)
 		}
 	})
 }

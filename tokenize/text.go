@@ -405,7 +405,11 @@ func (st *state) bodyText() {
 			seen |= b
 			j++
 		}
-		st.chunk(text[i:j], seen&byteLink != 0)
+		if seen == 0 {
+			st.plainWord(text[i:j])
+		} else {
+			st.chunk(text[i:j], seen&byteLink != 0)
+		}
 		i = j
 	}
 	for ; mi < len(marks); mi++ {
@@ -420,23 +424,47 @@ func isSpace(c byte) bool { return spaceTab[c] }
 var spaceTab = [256]bool{' ': true, '\n': true, '\r': true, '\t': true, '\f': true, '\v': true}
 
 // chunkByte classes the bytes of body text for bodyText: white space,
-// which ends a chunk, and the bytes without which a chunk holds no URL or
+// which ends a chunk; the bytes without which a chunk holds no URL or
 // e-mail address (see findLink): '.', ':' and '\x0e', which
-// hasPrefixFold takes for the '.' of "www.".
+// hasPrefixFold takes for the '.' of "www."; and every other byte but the
+// ASCII letters and digits.
 var chunkByte = func() (t [256]uint8) {
-	for c, sp := range spaceTab {
-		if sp {
+	for c := range t {
+		switch {
+		case spaceTab[c]:
 			t[c] = byteSpace
+		case c == '.' || c == ':' || c == '\x0e':
+			t[c] = byteLink | byteOther
+		case c >= utf8.RuneSelf || asciiClass[c] != clsWord:
+			t[c] = byteOther
 		}
 	}
-	t['.'], t[':'], t['\x0e'] = byteLink, byteLink, byteLink
 	return t
 }()
 
 const (
 	byteSpace = 1
 	byteLink  = 2
+	byteOther = 4
 )
+
+// plainWord adds the token of a chunk of ASCII letters and digits, most
+// chunks, as chunk would.
+func (st *state) plainWord(c []byte) {
+	if len(c) > maxWordRun {
+		st.chunk(c, false)
+		return
+	}
+	kw := slices.Grow(append(st.wbuf[:0], 0), len(c)) // see finishWord
+	n, sum := lowerWordRun(kw[1:1+len(c)], c)
+	kw = kw[:1+n]
+	st.wbuf = kw
+	upper, digits := int(sum&countMask), int(sum>>31&countMask)
+	st.meas.words++
+	st.meas.letters += n - digits
+	st.meas.upper += upper
+	st.finishWord(kw, false, digits < n, digits > 0, bodyMode)
+}
 
 // chunk tokenizes a run of text without ASCII white space, finding URLs
 // and e-mail addresses in it; mayLink is false when it has none of the
