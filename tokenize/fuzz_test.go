@@ -108,28 +108,32 @@ func FuzzFindLink(f *testing.F) {
 	})
 }
 
-// FuzzPlainWord checks that bodyText's shortcut for a chunk of ASCII
-// letters and digits makes the tokens and counts that chunk makes of it.
-func FuzzPlainWord(f *testing.F) {
-	for _, s := range []string{"Hello", "ABC123", "x", "running", "Q9" + strings.Repeat("zZ", 40), "1234"} {
+// FuzzBodyText checks that bodyText, with its shortcuts for white space
+// and for chunks that are a plain word or hold no link, makes the tokens
+// and counts that chunk makes of each run of text between white space.
+func FuzzBodyText(f *testing.F) {
+	for _, s := range []string{"Hello  World\n", "ABC123 x.com a@b.example\t", "don't 1,000.00 café", "\x01ab cd\x0ewww.x", " running " + strings.Repeat("zZ", 40) + "é"} {
 		f.Add([]byte(s), true)
 	}
 	tk := New(DefaultOptions())
-	plain, general := new(state), new(state)
-	f.Fuzz(func(t *testing.T, c []byte, stem bool) {
-		if len(c) == 0 || bytes.ContainsFunc(c, func(r rune) bool { return r >= utf8.RuneSelf || asciiClass[r] != clsWord }) {
-			return
-		}
-		plain.reset(tk)
-		general.reset(tk)
+	body, chunks := new(state), new(state)
+	f.Fuzz(func(t *testing.T, text []byte, stem bool) {
+		body.reset(tk)
+		chunks.reset(tk)
 		if stem {
-			plain.stemIdx, general.stemIdx = langIndex("en"), langIndex("en")
+			body.stemIdx, chunks.stemIdx = langIndex("en"), langIndex("en")
 		}
-		plain.plainWord(c)
-		general.chunk(c, false)
-		p, g := plain.meas, general.meas
-		if !slices.Equal(plain.tokens, general.tokens) || p.words != g.words || p.letters != g.letters || p.upper != g.upper || p.nonASCII != g.nonASCII {
-			t.Fatalf("%q: %q, %+v; chunk made %q, %+v", c, plain.tokens, p, general.tokens, g)
+		body.text = append(body.text, text...)
+		body.bodyText()
+		for _, c := range bytes.FieldsFunc(text, func(r rune) bool { return r < utf8.RuneSelf && spaceTab[r] }) {
+			if chunks.full() {
+				break
+			}
+			chunks.chunk(c, true)
+		}
+		b, c := body.meas, chunks.meas
+		if !slices.Equal(body.tokens, chunks.tokens) || b.words != c.words || b.letters != c.letters || b.upper != c.upper || b.nonASCII != c.nonASCII || b.links != c.links {
+			t.Fatalf("%q: %q, %+v; chunk made %q, %+v", text, body.tokens, b, chunks.tokens, c)
 		}
 	})
 }

@@ -396,20 +396,32 @@ func (st *state) bodyText() {
 		if i == stop {
 			continue
 		}
-		j, seen := i, uint8(0)
-		for j < len(text) {
-			b := chunkByte[text[j]]
-			if b == byteSpace {
-				break
+		// Three chunks in four are one plain word, of ASCII letters and
+		// digits: it is lower-cased into the word buffer as it is read.
+		kw := append(st.wbuf[:0], 0) // see finishWord
+		n, sum := lowerWordRun(kw[1:cap(kw)], text[i:])
+		j := i + n
+		if j < len(text) && !isSpace(text[j]) {
+			// Not a plain word, or one longer than the buffer: the rest
+			// of the chunk tells.
+			seen := uint8(0)
+			for j < len(text) {
+				b := chunkByte[text[j]]
+				if b == byteSpace {
+					break
+				}
+				seen |= b
+				j++
 			}
-			seen |= b
-			j++
+			if seen != 0 || j-i > maxWordRun {
+				st.chunk(text[i:j], seen&byteLink != 0)
+				i = j
+				continue
+			}
+			kw = slices.Grow(kw, j-i)
+			n, sum = lowerWordRun(kw[1:1+j-i], text[i:j])
 		}
-		if seen == 0 {
-			st.plainWord(text[i:j])
-		} else {
-			st.chunk(text[i:j], seen&byteLink != 0)
-		}
+		st.plainWord(kw[:1+n], sum)
 		i = j
 	}
 	for ; mi < len(marks); mi++ {
@@ -448,17 +460,12 @@ const (
 	byteOther = 4
 )
 
-// plainWord adds the token of a chunk of ASCII letters and digits, most
-// chunks, as chunk would.
-func (st *state) plainWord(c []byte) {
-	if len(c) > maxWordRun {
-		st.chunk(c, false)
-		return
-	}
-	kw := slices.Grow(append(st.wbuf[:0], 0), len(c)) // see finishWord
-	n, sum := lowerWordRun(kw[1:1+len(c)], c)
-	kw = kw[:1+n]
+// plainWord adds the token of a chunk of ASCII letters and digits, as
+// chunk would: kw[1:] is the chunk lower-cased and sum the sum of its
+// wordBytes, as lowerWordRun returns them.
+func (st *state) plainWord(kw []byte, sum uint64) {
 	st.wbuf = kw
+	n := len(kw) - 1
 	upper, digits := int(sum&countMask), int(sum>>31&countMask)
 	st.meas.words++
 	st.meas.letters += n - digits
