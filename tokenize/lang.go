@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/bits"
 	"strings"
 	"unicode"
@@ -77,6 +78,76 @@ var stopwords = func() map[string]uint32 {
 	}
 	return m
 }()
+
+// stopKeys and stopLangs hold the function words of at most 8 bytes, all
+// but a few, as a table: a word's key is its bytes, little-endian,
+// and its languages are stopLangs[i] where stopKeys[i] is its key, at
+// stopSlot or the first slot after where the key is or that is empty.
+// The lookup of a word is a multiplication and a comparison or two where
+// a map's took a hash and a string comparison.
+var stopKeys, stopLangs = func() (keys [1024]uint64, langs [1024]uint32) {
+	for w, m := range stopwords {
+		if len(w) > 8 {
+			continue
+		}
+		k := stopKey([]byte(w))
+		i := stopSlot(k)
+		for keys[i] != 0 {
+			i = (i + 1) % len(keys)
+		}
+		keys[i], langs[i] = k, m
+	}
+	return keys, langs
+}()
+
+// stopKey packs w, of 1 to 8 bytes, none of them 0, into a key for
+// stopKeys.
+func stopKey(w []byte) uint64 {
+	var k uint64
+	for i, c := range w {
+		k |= uint64(c) << (8 * i)
+	}
+	return k
+}
+
+// stopSlot is the first slot of stopKeys where k may be: the top 10 bits
+// of a multiplicative hash, for its 1,024 slots.
+func stopSlot(k uint64) int { return int(k * 0x9e3779b97f4a7c15 >> 54) }
+
+// stopLanguages returns the set of languages (bits indexing languages)
+// that use w, a word of lower-case letters, as a function word.
+func stopLanguages(w []byte) uint32 {
+	if len(w) > 8 {
+		return stopwords[string(w)]
+	}
+	return stopShort(stopKey(w))
+}
+
+// asciiKey is the stopKey of text[i:j], 1 to 8 ASCII letters, lower-cased.
+// It reads eight bytes at once where text's capacity has them: text is a
+// chunk of a longer text, mostly a word.
+func asciiKey(text []byte, i, j int) uint64 {
+	var k uint64
+	if cap(text)-i >= 8 {
+		k = binary.LittleEndian.Uint64(text[i : i+8])
+	} else {
+		k = stopKey(text[i:j])
+	}
+	return (k | 0x2020202020202020) & (^uint64(0) >> (64 - 8*(j-i)))
+}
+
+// stopShort returns the languages of the function word of at most 8
+// bytes whose key is k, as stopLanguages.
+func stopShort(k uint64) uint32 {
+	for i := stopSlot(k); ; i = (i + 1) % len(stopKeys) {
+		switch stopKeys[i] {
+		case k:
+			return stopLangs[i]
+		case 0:
+			return 0
+		}
+	}
+}
 
 // langIndex returns the index in languages of code, or -1.
 func langIndex(code string) int {
@@ -182,13 +253,18 @@ func (d *langCounts) count(buf, text []byte) []byte {
 		for i < len(text) && isSpace(text[i]) {
 			i++
 		}
-		j := i
-		for j < len(text) && !isSpace(text[j]) {
+		j, seen := i, uint8(0)
+		for j < len(text) {
+			b := langByte[text[j]]
+			if b == byteSpace {
+				break
+			}
+			seen |= b
 			j++
 		}
 		chunk := text[i:j]
 		text = text[j:]
-		if bytes.IndexByte(chunk, '@') >= 0 || bytes.Contains(chunk, []byte("://")) || hasPrefixFold(chunk, "www.") {
+		if seen&langAt != 0 || seen&langColon != 0 && bytes.Contains(chunk, []byte("://")) || hasPrefixFold(chunk, "www.") {
 			continue
 		}
 		buf = d.countWords(buf, chunk)
@@ -196,43 +272,55 @@ func (d *langCounts) count(buf, text []byte) []byte {
 	return buf
 }
 
+// langByte marks the bytes count looks for: white space (byteSpace),
+// '@' and ':'.
+var langByte = [256]uint8{
+	' ': byteSpace, '\n': byteSpace, '\r': byteSpace, '\t': byteSpace, '\f': byteSpace, '\v': byteSpace,
+	'@': langAt, ':': langColon,
+}
+
+const (
+	langAt    = 2
+	langColon = 4
+)
+
 // countWords reads the words of a chunk of text without white space.
 func (d *langCounts) countWords(buf, text []byte) []byte {
 	for i := 0; i < len(text) && d.words < langSampleWords; {
 		c := text[i]
-		if c < utf8.RuneSelf && (c|0x20 < 'a' || c|0x20 > 'z') {
+		if c < utf8.RuneSelf && !isASCIILetter(c) {
 			i++
 			continue
 		}
-		buf = buf[:0]
-		for i < len(text) {
-			c := text[i]
-			if c < utf8.RuneSelf {
-				if c|0x20 < 'a' || c|0x20 > 'z' {
-					break
-				}
-				buf = append(buf, c|0x20)
-				d.scripts[scriptLatin]++
-				i++
+		// Most words are ASCII letters only, and short enough for their
+		// key to be read from the text without a copy.
+		j := i
+		for j < len(text) && isASCIILetter(text[j]) {
+			j++
+		}
+		var langs uint32
+		if j > i && (j == len(text) || text[j] < utf8.RuneSelf) {
+			d.scripts[scriptLatin] += j - i
+			switch {
+			case j-i <= 8:
+				langs = stopShort(asciiKey(text, i, j))
+			case j-i <= 24:
+				buf = lowerASCII(buf[:0], text[i:j])
+				langs = stopwords[string(buf)]
+			}
+			i = j
+		} else {
+			if buf, i = d.readWord(buf[:0], text, i); len(buf) == 0 {
+				i++ // a rune that is not a letter
 				continue
 			}
-			r, n := decodeRune(text[i:])
-			if !unicode.IsLetter(r) && !unicode.IsMark(r) {
-				break
+			if len(buf) <= 24 {
+				langs = stopLanguages(buf)
 			}
-			d.scripts[scriptOf(r)]++
-			buf = utf8.AppendRune(buf, unicode.ToLower(r))
-			i += n
-		}
-		if len(buf) == 0 {
-			i++ // a rune that is not a letter
-			continue
 		}
 		d.words++
-		if len(buf) <= 24 {
-			for m := stopwords[string(buf)]; m != 0; m &= m - 1 {
-				d.hits[bits.TrailingZeros32(m)]++
-			}
+		for ; langs != 0; langs &= langs - 1 {
+			d.hits[bits.TrailingZeros32(langs)]++
 		}
 		if d.words%16 == 0 && d.words >= 48 {
 			best, second := d.leaders()
@@ -244,6 +332,36 @@ func (d *langCounts) countWords(buf, text []byte) []byte {
 	}
 	return buf
 }
+
+// readWord appends to buf the lower case of the word of letters, of any
+// script, that starts at text[i], counting its letters by script, and
+// returns where the word ends.
+func (d *langCounts) readWord(buf, text []byte, i int) ([]byte, int) {
+	latin := 0
+	for i < len(text) {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			if !isASCIILetter(c) {
+				break
+			}
+			buf = append(buf, c|0x20)
+			latin++
+			i++
+			continue
+		}
+		r, n := decodeRune(text[i:])
+		if !unicode.IsLetter(r) && !unicode.IsMark(r) {
+			break
+		}
+		d.scripts[scriptOf(r)]++
+		buf = utf8.AppendRune(buf, unicode.ToLower(r))
+		i += n
+	}
+	d.scripts[scriptLatin] += latin
+	return buf, i
+}
+
+func isASCIILetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
 // leaders returns the indexes of the two languages with the most hits.
 func (d *langCounts) leaders() (best, second int) {
