@@ -124,6 +124,11 @@ func (st *state) add(tok string) {
 	if st.full() {
 		return
 	}
+	st.push(tok)
+}
+
+// push adds a token as add does, once full has said there is room.
+func (st *state) push(tok string) {
 	if st.collecting {
 		st.marks = append(st.marks, mark{len(st.text), tok})
 		return
@@ -150,7 +155,7 @@ func (st *state) addKey(kw []byte) {
 		// A view of the key's bytes, which store copies.
 		tok = st.store(h, unsafe.String(unsafe.SliceData(kw[1:]), len(kw)-1))
 	}
-	st.add(tok)
+	st.push(tok)
 }
 
 // addStem adds the stem of the word kw[1:] in the detected language; it
@@ -164,7 +169,7 @@ func (st *state) addStem(kw []byte) {
 	if !ok {
 		tok = st.store(h, languages[st.stemIdx].stem(string(kw[1:])))
 	}
-	st.add(tok)
+	st.push(tok)
 }
 
 // problemKinds name the kinds of trouble reported in Result.Problems;

@@ -104,6 +104,13 @@ func (st *state) words(s []byte, m wordMode) {
 		if st.full() {
 			return
 		}
+		// A run of ASCII separators makes no token: skipped at once.
+		for i < len(s) && asciiSep[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			return
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -131,6 +138,15 @@ func (st *state) words(s []byte, m wordMode) {
 		}
 	}
 }
+
+// asciiSep has the ASCII bytes that separate words and cannot start one,
+// as '$' can.
+var asciiSep = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = asciiClass[c] != clsWord && c != '$'
+	}
+	return t
+}()
 
 // word reads the word that starts at s[i], adds its token and returns
 // where it ends.

@@ -25,6 +25,7 @@ func TestWords(t *testing.T) {
 		{"caf\xe9 \x93QUOTED\x94", []string{"café", "quoted"}, tally{words: 2, letters: 10, upper: 6, nonASCII: 1}},
 		{strings.Repeat("Ab", 40) + " " + strings.Repeat("xY", 150) + "é" + strings.Repeat("Q9", 70), []string{"long:80", "long:100"},
 			tally{words: 2, letters: 451, upper: 260, nonASCII: 1}},
+		{"--==Hello,,, world!!! $ $$9 (x) ~~", []string{"hello", "world", "$9"}, tally{words: 4, letters: 11, upper: 1}},
 		{strings.Repeat("W", 9) + "中文字" + strings.Repeat("w", 9), []string{"wwwwwwwww", "中文", "文字", "wwwwwwwww"},
 			tally{words: 4, letters: 21, upper: 9, nonASCII: 3}},
 	}
@@ -41,6 +42,30 @@ func TestWords(t *testing.T) {
 			t.Errorf("%q: %q, %d words, %d letters, %d upper, %d not ASCII; want %q, %d, %d, %d, %d", tt.in,
 				st.tokens, m.words, m.letters, m.upper, m.nonASCII,
 				tt.tokens, tt.meas.words, tt.meas.letters, tt.meas.upper, tt.meas.nonASCII)
+		}
+	}
+}
+
+// TestWordsLimit checks where words stops at the token limit, and that it
+// notes the truncation when separators follow the last word it could add.
+func TestWordsLimit(t *testing.T) {
+	o := DefaultOptions()
+	o.MaxTokens = 2
+	tk := New(o)
+	st := new(state)
+	for _, tt := range []struct {
+		in        string
+		tokens    []string
+		truncated bool
+	}{
+		{"one two", []string{"one", "two"}, false},
+		{"one two;;", []string{"one", "two"}, true},
+		{"one two three", []string{"one", "two"}, true},
+	} {
+		st.reset(tk)
+		st.words([]byte(tt.in), bodyMode)
+		if !slices.Equal(st.tokens, tt.tokens) || st.truncated != tt.truncated {
+			t.Errorf("%q: %q, truncated %v; want %q, %v", tt.in, st.tokens, st.truncated, tt.tokens, tt.truncated)
 		}
 	}
 }
