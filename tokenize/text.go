@@ -382,6 +382,9 @@ func (st *state) bodyText() {
 	if room := min(len(text)/4, st.limit-len(st.tokens)); room > 0 {
 		st.tokens = slices.Grow(st.tokens, room)
 	}
+	if cap(st.wbuf) == 0 {
+		st.wbuf = make([]byte, 0, 64)
+	}
 	// next is the position of the next mark, below which the loop need
 	// not look at them.
 	mi, next := 0, math.MaxInt
@@ -414,7 +417,7 @@ func (st *state) bodyText() {
 		}
 		// Three chunks in four are one plain word, of ASCII letters and
 		// digits: it is lower-cased into the word buffer as it is read.
-		kw := append(st.wbuf[:0], 0) // see finishWord
+		kw := st.wbuf[:1] // see finishWord
 		n, sum := lowerWordRun(kw[1:cap(kw)], text[i:])
 		j := i + n
 		if j < len(text) && !isSpace(text[j]) {
@@ -435,9 +438,15 @@ func (st *state) bodyText() {
 				continue
 			}
 			kw = slices.Grow(kw, j-i)
+			st.wbuf = kw
 			n, sum = lowerWordRun(kw[1:1+j-i], text[i:j])
 		}
-		st.plainWord(kw[:1+n], sum)
+		// The plain word's token, as chunk would make it.
+		upper, digits := int(sum&countMask), int(sum>>31&countMask)
+		st.meas.words++
+		st.meas.letters += n - digits
+		st.meas.upper += upper
+		st.finishWord(kw[:1+n], false, digits < n, digits > 0, bodyMode)
 		i = j
 	}
 	for ; mi < len(marks); mi++ {
@@ -475,19 +484,6 @@ const (
 	byteLink  = 2
 	byteOther = 4
 )
-
-// plainWord adds the token of a chunk of ASCII letters and digits, as
-// chunk would: kw[1:] is the chunk lower-cased and sum the sum of its
-// wordBytes, as lowerWordRun returns them.
-func (st *state) plainWord(kw []byte, sum uint64) {
-	st.wbuf = kw
-	n := len(kw) - 1
-	upper, digits := int(sum&countMask), int(sum>>31&countMask)
-	st.meas.words++
-	st.meas.letters += n - digits
-	st.meas.upper += upper
-	st.finishWord(kw, false, digits < n, digits > 0, bodyMode)
-}
 
 // chunk tokenizes a run of text without ASCII white space, finding URLs
 // and e-mail addresses in it; mayLink is false when it has none of the
