@@ -742,11 +742,12 @@ func (b *batch) load() error {
 	}
 	b.vals = slices.Grow(b.vals[:0], len(b.missing))[:len(b.missing)]
 	clear(b.vals)
-	// Tokens found only in the cache's old generation are not put back
-	// here: the ones the op changes, its commit puts into the cache.
-	miss, _, _ := b.s.cache.getTokens(b.user, b.missing, b.vals, b.width)
 	first := int32(len(b.hashes))
 	b.cells = append(b.cells, make([]uint64, len(b.missing)*b.width)...)
+	// The cache copies the rows it has straight into the overlay's new
+	// ones. Tokens found only in its old generation are not put back
+	// here: the ones the op changes, its commit puts into the cache.
+	miss, _, _ := b.s.cache.getTokens(b.user, b.missing, b.vals, b.width, b.cells[int(first)*b.width:])
 	b.hashes = append(b.hashes, b.missing...)
 	b.days = append(b.days, make([]store.Day, len(b.missing))...)
 	b.rowDirty = append(b.rowDirty, make([]bool, len(b.missing))...)
@@ -762,7 +763,6 @@ func (b *batch) load() error {
 		if b.vals[i] != nil {
 			b.days[r] = unknownDay
 		}
-		copy(b.row(r), b.vals[i])
 	}
 	if len(miss) == 0 {
 		return nil

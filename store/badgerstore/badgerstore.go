@@ -964,7 +964,7 @@ func (s *Store) lookup(ctx context.Context, user string, hashes []bow.Hash, b *s
 		}
 		return out, nil
 	}
-	miss, old, gen := s.cache.getTokens(user, hashes, out, width)
+	miss, old, gen := s.cache.getTokens(user, hashes, out, width, nil)
 	if len(miss) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lookup %q: %w", user, err)
@@ -976,7 +976,7 @@ func (s *Store) lookup(ctx context.Context, user string, hashes []bow.Hash, b *s
 		// meet it again, or succeed without the warm.
 		if s.opts.WarmByNeed && s.warmDue(user, len(miss)) {
 			if _, err := s.warm(ctx, user); err == nil {
-				miss, old, gen = s.cache.getTokens(user, hashes, out, width)
+				miss, old, gen = s.cache.getTokens(user, hashes, out, width, nil)
 			}
 		}
 		if err := s.readTokens(user, hashes, out, miss, width); err != nil {

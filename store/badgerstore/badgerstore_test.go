@@ -754,7 +754,7 @@ func TestWarm(t *testing.T) {
 			hs := hashesOf(ops)
 			checkCached(t, s, hs, want, tc.wantWarm)
 			// Another user's tokens were not read in.
-			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1), 4); len(miss) != 1 {
+			if miss, _, _ := s.cache.getTokens("alice", hs[:1], make([]store.Counts, 1), 4, nil); len(miss) != 1 {
 				t.Error("Warm of the global model cached alice's tokens")
 			}
 		})
@@ -878,7 +878,7 @@ func TestWarmInBackground(t *testing.T) {
 	stop := s.WarmInBackground(ctx, "")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 2)
+		miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 2, nil)
 		if len(miss) == 0 {
 			break
 		}
@@ -978,7 +978,7 @@ func TestUserSize(t *testing.T) {
 // Badger holds, for them.
 func checkCached(t *testing.T, s *Store, hs []bow.Hash, want []store.Counts, warm bool) {
 	t.Helper()
-	miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4)
+	miss, _, _ := s.cache.getTokens("", hs, make([]store.Counts, len(hs)), 4, nil)
 	if got := len(miss) == 0; got != warm {
 		t.Fatalf("%d of %d tokens not cached; want warm %v", len(miss), len(hs), warm)
 	}
@@ -1022,7 +1022,7 @@ func TestWarmWhole(t *testing.T) {
 
 	absent := []bow.Hash{1, 2, 3} // RandomBagOf draws from far more
 	misses := func(s *Store, user string, hs []bow.Hash) int {
-		miss, _, _ := s.cache.getTokens(user, hs, make([]store.Counts, len(hs)), 4)
+		miss, _, _ := s.cache.getTokens(user, hs, make([]store.Counts, len(hs)), 4, nil)
 		return len(miss)
 	}
 	s = open(t, dir, Options{})

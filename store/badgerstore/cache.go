@@ -127,8 +127,9 @@ func (c *cache) isWhole(id uint32) bool {
 // the old generation, and the generation to pass to fillTokens, which
 // should put both back: the misses read from Badger, the others so that a
 // token in use survives the next rotation. The rows are the caller's; all
-// those of width values share one array.
-func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, width int) (miss, old []int, gen uint64) {
+// those of width values share one array: dst, row i at i·width, if dst
+// is not nil (len(hashes)·width zero values), else one it allocates.
+func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, width int, dst []uint64) (miss, old []int, gen uint64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	id, ok := c.ids[user]
@@ -145,6 +146,9 @@ func (c *cache) getTokens(user string, hashes []bow.Hash, out []store.Counts, wi
 	row := func(i, n int) []uint64 {
 		if n > width {
 			return make([]uint64, n)
+		}
+		if dst != nil {
+			return dst[i*width : (i+1)*width : (i+1)*width]
 		}
 		if len(backing) == 0 {
 			// Enough for the rest of the call, all hits; allocated at

@@ -19,17 +19,17 @@ func TestCacheFill(t *testing.T) {
 		run  func(c *cache)
 	}{
 		{"fill, then commit", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 		}},
 		{"read before commit, fill after", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4, nil)
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
 		}},
 		{"fill after commit of another user", func(c *cache) {
-			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4)
+			_, _, gen := c.getTokens("u", hashes, make([]store.Counts, 1), 4, nil)
 			c.committed("u", hashes, [][]uint64{fresh}, nil)
 			c.committed("v", hashes, [][]uint64{stale}, nil)
 			c.fillTokens(gen, "u", hashes, []store.Counts{stale}, []int{0})
@@ -40,7 +40,7 @@ func TestCacheFill(t *testing.T) {
 			c := newCache(1 << 20)
 			tt.run(c)
 			got := make([]store.Counts, 1)
-			if miss, _, _ := c.getTokens("u", hashes, got, 4); len(miss) != 0 || got[0][0] != 2 {
+			if miss, _, _ := c.getTokens("u", hashes, got, 4, nil); len(miss) != 0 || got[0][0] != 2 {
 				t.Errorf("cache holds %v (misses %v), want [2]", got[0], miss)
 			}
 		})
@@ -59,7 +59,7 @@ func TestCacheUserIDs(t *testing.T) {
 	// Whatever was dropped, no user may see another's counts.
 	for _, u := range []string{"first", "user0", fmt.Sprint("user", maxUserIDs+9)} {
 		got := make([]store.Counts, 1)
-		miss, _, _ := c.getTokens(u, []bow.Hash{1}, got, 4)
+		miss, _, _ := c.getTokens(u, []bow.Hash{1}, got, 4, nil)
 		want := uint64(5)
 		if u != "first" {
 			fmt.Sscanf(u, "user%d", &want)
@@ -87,7 +87,7 @@ func TestCacheCopies(t *testing.T) {
 			c.committed("u", []bow.Hash{1}, [][]uint64{put}, nil)
 			put[0] = 99
 			got := make([]store.Counts, 1)
-			if miss, _, _ := c.getTokens("u", []bow.Hash{1}, got, 6); len(miss) != 0 || got[0][0] != 1 {
+			if miss, _, _ := c.getTokens("u", []bow.Hash{1}, got, 6, nil); len(miss) != 0 || got[0][0] != 1 {
 				t.Fatalf("after the putter scribbled: %v (misses %v)", got[0], miss)
 			}
 			if len(got[0]) != 6 || !slices.Equal(got[0][:len(tc.row)], tc.row) {
@@ -95,11 +95,31 @@ func TestCacheCopies(t *testing.T) {
 			}
 			got[0][0] = 98
 			again := make([]store.Counts, 1)
-			c.getTokens("u", []bow.Hash{1}, again, 6)
+			c.getTokens("u", []bow.Hash{1}, again, 6, nil)
 			if again[0][0] != 1 {
 				t.Errorf("after the getter scribbled: %v", again[0])
 			}
 		})
+	}
+}
+
+// TestCacheTokensInto checks that getTokens copies rows of width values
+// into the array given, each at its place, and a wider row apart.
+func TestCacheTokensInto(t *testing.T) {
+	c := newCache(1 << 20)
+	c.committed("u", []bow.Hash{1, 2, 3}, [][]uint64{{5, 6}, nil, {1, 2, 3, 4, 5}}, nil)
+	hashes := []bow.Hash{1, 2, 3, 4}
+	got := make([]store.Counts, len(hashes))
+	dst := make([]uint64, len(hashes)*4)
+	miss, _, _ := c.getTokens("u", hashes, got, 4, dst)
+	if !slices.Equal(miss, []int{3}) {
+		t.Errorf("misses %v, want [3]", miss)
+	}
+	if !slices.Equal(dst, []uint64{5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) || &got[0][0] != &dst[0] || len(got[0]) != 4 {
+		t.Errorf("array %v, row 0 %v: want token 1's row at its place", dst, got[0])
+	}
+	if got[1] != nil || !slices.Equal(got[2], []uint64{1, 2, 3, 4, 5}) || got[3] != nil {
+		t.Errorf("rows %v, want [nil [1 2 3 4 5] nil] after the first", got[1:])
 	}
 }
 
@@ -116,14 +136,14 @@ func TestLookupPutsBackOldHits(t *testing.T) {
 		}
 	}
 	got := make([]store.Counts, 1)
-	miss, old, gen := c.getTokens("u", hashes, got, 2)
+	miss, old, gen := c.getTokens("u", hashes, got, 2, nil)
 	if len(miss) != 0 || len(old) != 1 || !slices.Equal(got[0], []uint64{5, 6}) {
 		t.Fatalf("miss %v, old %v, counts %v; want the token found in old", miss, old, got[0])
 	}
 	if !c.fillTokens(gen, "u", hashes, got, old) {
 		t.Fatal("fill refused with no commit since")
 	}
-	if _, old, _ := c.getTokens("u", hashes, got, 2); len(old) != 0 {
+	if _, old, _ := c.getTokens("u", hashes, got, 2, nil); len(old) != 0 {
 		t.Error("still only in the old generation after being put back")
 	}
 }
@@ -145,7 +165,7 @@ func TestCacheWhole(t *testing.T) {
 		c.warmed(gen, "u", r)
 	}
 	misses := func(c *cache, hs []bow.Hash) int {
-		miss, _, _ := c.getTokens("u", hs, make([]store.Counts, len(hs)), 4)
+		miss, _, _ := c.getTokens("u", hs, make([]store.Counts, len(hs)), 4, nil)
 		return len(miss)
 	}
 	tests := []struct {
