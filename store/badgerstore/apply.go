@@ -258,6 +258,9 @@ type batch struct {
 	// committed before it.
 	inflight  *inflight
 	committed int
+	// free holds transactions Badger has written, whose memory prepare
+	// fills again.
+	free []*inflight
 
 	// The transaction budget, and what the dirty keys take of it.
 	maxCount, maxSize int64
@@ -294,28 +297,98 @@ func newBatch(ctx context.Context, s *Store, user string, classes *classList) *b
 	if sec != nil {
 		s.overlay(user)
 	}
-	return &batch{
-		ctx:      ctx,
-		s:        s,
-		sec:      sec,
-		user:     user,
-		classes:  classes,
-		nclasses: int(k),
-		width:    int(2 * k),
-		rows:     make(map[bow.Hash]int32),
-		seen:     make(map[store.Digest]seenRec),
-		seenBase: make(map[store.Digest]seenRec),
-		samp:     make(map[sampleKey]*dense),
-		sampBase: make(map[sampleKey]dense),
-		maxCount: s.db.MaxBatchCount() * s.txnShare / 100,
-		maxSize:  s.db.MaxBatchSize() * s.txnShare / 100,
-		rowCost:  2 + u + 8 + (1+2*k)*uv + overhead,
-		seenCost: 2 + u + int64(len(store.Digest{})) + (4+2*k)*uv + 8 + overhead,
-		totCost:  2 + u + (3+3*k)*uv + overhead,
-		// A sample's key and moments; its levels are counted as they
-		// are.
-		sampleCost: 2 + u + 1 + uv + 3*uv + overhead,
+	b := s.spare
+	s.spare = nil
+	if b == nil {
+		b = &batch{
+			rows:     make(map[bow.Hash]int32),
+			seen:     make(map[store.Digest]seenRec),
+			seenBase: make(map[store.Digest]seenRec),
+			samp:     make(map[sampleKey]*dense),
+			sampBase: make(map[sampleKey]dense),
+		}
 	}
+	b.ctx, b.s, b.sec, b.user = ctx, s, sec, user
+	b.classes, b.nclasses, b.width = classes, int(k), int(2*k)
+	b.maxCount = s.db.MaxBatchCount() * s.txnShare / 100
+	b.maxSize = s.db.MaxBatchSize() * s.txnShare / 100
+	b.rowCost = 2 + u + 8 + (1+2*k)*uv + overhead
+	b.seenCost = 2 + u + int64(len(store.Digest{})) + (4+2*k)*uv + 8 + overhead
+	b.totCost = 2 + u + (3+3*k)*uv + overhead
+	// A sample's key and moments; its levels are counted as they are.
+	b.sampleCost = 2 + u + 1 + uv + 3*uv + overhead
+	return b
+}
+
+// A batch's arrays and maps, sized by the tokens of a call's ops (some
+// 60,000 rows for 256 messages of the SpamAssassin corpus) and by the
+// transactions it commits (a few megabytes each), were made anew by every
+// Apply, a third of what training into a store allocated. The store
+// keeps the last batch's for the next (Store.spare), one set whatever the
+// number of users, but not an overlay of more than maxSpareRows rows nor
+// a transaction's memory for more than maxSpareTxnKeys keys. With the
+// default memtables a transaction holds at most some 25,000 keys, and a
+// training in batches of 256 messages leaves some 20 MB: two
+// transactions' of 6 MB each and an overlay of 8, against a token cache
+// of 128 MB.
+const (
+	maxSpareRows    = 1 << 17
+	maxSpareTxnKeys = 1 << 15
+)
+
+// release leaves b's memory, emptied, to the store's next Apply, unless
+// Badger may still read a transaction's (one a panic left in flight) or
+// the call was far larger than usual. Whatever state b ended in, only
+// arrays and maps go on, truncated or cleared, and only transactions
+// Badger has written; all else is zeroed.
+func (b *batch) release() {
+	if b.inflight != nil || len(b.hashes) > maxSpareRows {
+		return
+	}
+	var free []*inflight
+	for _, f := range b.free {
+		if cap(f.entries) <= maxSpareTxnKeys {
+			// The entries point to keys Badger made.
+			clear(f.entries[:cap(f.entries)])
+			free = append(free, f)
+		}
+	}
+	// What the maps and vals hold points to a call's seen records,
+	// samples and rows; the other arrays hold numbers.
+	clear(b.rows)
+	clear(b.seen)
+	clear(b.seenBase)
+	clear(b.samp)
+	clear(b.sampBase)
+	clear(b.vals[:cap(b.vals)])
+	s := b.s
+	*b = batch{
+		rows:      b.rows,
+		hashes:    b.hashes[:0],
+		cells:     b.cells[:0],
+		days:      b.days[:0],
+		seen:      b.seen,
+		samp:      b.samp,
+		dirtyRows: b.dirtyRows[:0],
+		rowBase:   b.rowBase[:0],
+		dayBase:   b.dayBase[:0],
+		rowDirty:  b.rowDirty[:0],
+		seenBase:  b.seenBase,
+		sampDirty: b.sampDirty[:0],
+		sampBase:  b.sampBase,
+		free:      free,
+		opRows:    b.opRows[:0],
+		opN:       b.opN[:0],
+		opHead:    b.opHead[:0],
+		opOld:     b.opOld[:0],
+		opOldDay:  b.opOldDay[:0],
+		key:       b.key[:0],
+		missing:   b.missing[:0],
+		missN:     b.missN[:0],
+		missHead:  b.missHead[:0],
+		vals:      b.vals[:0],
+	}
+	s.spare = b
 }
 
 // dense is a sample in the overlay: its moments and a count per level.
@@ -404,6 +477,7 @@ func (b *batch) close() {
 	if b.wtxn != nil {
 		b.wtxn.Discard()
 	}
+	b.release()
 }
 
 func (b *batch) reader() *badger.Txn {
@@ -861,8 +935,13 @@ type inflight struct {
 	done       chan error
 	first, end int // the ops it holds: first to end-1
 	hashes     []bow.Hash
-	vals       [][]uint64 // nil for a deleted token
+	vals       [][]uint64 // nil for a deleted token, else in arena
 	tot        *totals    // nil if not written
+	// What txn refers to until it ends: keys and values in buf, the
+	// entries holding them.
+	buf     []byte
+	entries []badger.Entry
+	arena   []uint64
 }
 
 // prepare writes every dirty key once into a transaction holding ops
@@ -883,13 +962,22 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 			txn.Discard()
 		}
 	}()
+	// The memory of a transaction written before, if any: this one is
+	// prepared while the last is in flight, so two take turns.
+	if n := len(b.free); n > 0 {
+		f, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		f = &inflight{done: make(chan error, 1)}
+	}
 	// Keys and values are appended to buf, which txn refers to until it
-	// ends: it is made big enough up front never to move. size is the
-	// sum of bounds of key and value lengths, and more.
-	buf := make([]byte, 0, b.size)
+	// ends: it is big enough up front never to move. size is the sum of
+	// bounds of key and value lengths, and more.
+	f.buf = room(f.buf, int(b.size), int(b.maxSize))
+	buf := f.buf
 	since := func(start int) []byte { return buf[start:len(buf):len(buf)] }
-	// Entries in one allocation rather than one each.
-	entries := make([]badger.Entry, 0, b.count)
+	// Entries in one array rather than one allocation each.
+	f.entries = room(f.entries, int(b.count), int(b.maxCount))
+	entries := f.entries
 	set := func(key, value []byte) error {
 		entries = append(entries, badger.Entry{Key: key, Value: value})
 		return txn.SetEntry(&entries[len(entries)-1])
@@ -990,15 +1078,13 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 
 	// What the cache and the presence filter are to learn once the
 	// transaction is written, copied, since the overlay moves on.
-	f = &inflight{
-		txn:    txn,
-		done:   make(chan error, 1),
-		first:  first,
-		end:    end,
-		hashes: make([]bow.Hash, len(b.dirtyRows)),
-		vals:   make([][]uint64, len(b.dirtyRows)),
-	}
-	arena := make([]uint64, 0, len(b.dirtyRows)*b.width)
+	n := len(b.dirtyRows)
+	f.txn, f.first, f.end, f.tot = txn, first, end, nil
+	f.hashes = room(f.hashes, n, int(b.maxCount))[:n]
+	f.vals = room(f.vals, n, int(b.maxCount))[:n]
+	clear(f.vals)
+	f.arena = room(f.arena, n*b.width, int(b.maxCount)*b.width)
+	arena := f.arena
 	for i, r := range b.dirtyRows {
 		f.hashes[i] = b.hashes[r]
 		row := b.row(r)
@@ -1021,6 +1107,17 @@ func (b *batch) prepare(first, end int) (f *inflight, err error) {
 	}
 	b.tot.samples = samples
 	return f, nil
+}
+
+// room returns s emptied, with room for n elements. An array too small
+// is made again twice as large, but no larger than limit, the most a
+// transaction holds, unless n is: grown to fit each transaction, the
+// arrays were made again for most of the first few.
+func room[T any](s []T, n, limit int) []T {
+	if cap(s) >= n {
+		return s[:0]
+	}
+	return make([]T, 0, max(n, min(2*cap(s), limit)))
 }
 
 // send hands f to Badger, which writes it while the next ops run, and
@@ -1067,6 +1164,10 @@ func (b *batch) wait() (int, error) {
 		b.abandon(f)
 		return b.committed, fmt.Errorf("apply ops %d to %d: commit: %w: Badger did not write it within %v, and may still", f.first, f.end-1, store.ErrFailed, b.s.opts.WriteTimeout)
 	}
+	// Badger is done with f's memory, and the next prepare, which fills
+	// it again, comes after what follows reads it.
+	f.txn = nil
+	b.free = append(b.free, f)
 	if err != nil {
 		// What a failed commit left in Badger is not known: the cache
 		// must not answer for it, least of all as a whole model, nor

@@ -405,6 +405,9 @@ type Store struct {
 	// which every write of the record keeps.
 	upgraded store.Day
 	present  *presence // guarded by wmu
+	// spare is the memory of the last Apply's batch, for the next
+	// (batch.release); guarded by wmu.
+	spare *batch
 	// sealed is the sealed file of token rows a Load wrote (seal.go), nil
 	// if none; it is replaced by another file only with s.life held
 	// exclusively, and by a copy with a user made void under s.wmu.

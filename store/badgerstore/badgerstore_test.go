@@ -373,6 +373,111 @@ func testOpTooLarge(t *testing.T, share int64) {
 	})
 }
 
+// TestApplyReuse runs Applies one after another on a store, each in the
+// memory the one before left (Store.spare), however that one ended:
+// failed on an op too large, cancelled after its first commit, failed
+// in a commit, for another user, with a class more. Each must leave the
+// models the memory store has.
+func TestApplyReuse(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), Options{MemTableBytes: 1 << 20})
+	defer s.Close()
+	m := store.NewMemory()
+	rng := rand.New(rand.NewPCG(21, 22))
+	var all []store.Op
+	var users []string
+	ops := func(n int, classes ...string) []store.Op {
+		o := make([]store.Op, n)
+		for i := range o {
+			// Some messages again, in another class or forgotten.
+			name := fmt.Sprint(rng.IntN(len(all) + n))
+			o[i] = store.Op{
+				Digest: storetest.D(name), Class: classes[rng.IntN(len(classes))],
+				Bag: splitBag(storetest.RandomBagOf(rng, 300, 5000)), Steps: randomSteps(rng),
+				Values: []store.Value{{Measure: 0, Level: uint16(rng.IntN(8))}, {Measure: 3, Level: uint16(rng.IntN(8))}},
+			}
+			if o[i].Class == "" {
+				o[i].Steps, o[i].Values = nil, nil
+			}
+		}
+		all = append(all, o...)
+		return o
+	}
+	// apply runs ops on both stores, the memory store only those s
+	// reports done, and compares the results and the models.
+	apply := func(ctx context.Context, user string, ops []store.Op, wantErr error) {
+		t.Helper()
+		got, err := s.Apply(ctx, user, ops)
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("Apply(%q): error %v, want %v", user, err, wantErr)
+		}
+		want, err := m.Apply(context.Background(), user, ops[:len(got)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("Apply(%q): results differ from the memory store's", user)
+		}
+		if s.spare == nil || len(s.spare.hashes) != 0 || len(s.spare.seen) != 0 || s.spare.tot != nil || s.spare.s != nil {
+			t.Fatalf("Apply(%q) left no spare memory, or not emptied", user)
+		}
+		if !slices.Contains(users, user) {
+			users = append(users, user)
+		}
+		hashes := hashesOf(all)
+		for _, u := range users {
+			if err := s.Check(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+			gotT, _ := s.Totals(context.Background(), u)
+			wantT, _ := m.Totals(context.Background(), u)
+			gotC, _ := s.Lookup(context.Background(), u, hashes)
+			wantC, _ := m.Lookup(context.Background(), u, hashes)
+			if fmt.Sprint(gotT, gotC) != fmt.Sprint(wantT, wantC) {
+				t.Fatalf("after Apply(%q): user %q's model differs from the memory store's", user, u)
+			}
+		}
+	}
+
+	apply(ctx, "u", ops(60, "spam", "ham"), nil)
+	if len(s.spare.free) == 0 {
+		t.Error("no transaction's memory kept")
+	}
+	huge := store.Op{Digest: storetest.D("huge"), Class: "spam", Bag: splitBag(storetest.RandomBagOf(rng, 20000, 1<<40))}
+	apply(ctx, "u", append(ops(40, "spam", "ham", ""), huge), ErrOpTooLarge)
+	apply(ctx, "v", ops(50, "ham", "spam"), nil)
+
+	cctx, cancel := context.WithCancel(ctx)
+	s.commitErr = func(int) error { cancel(); return nil }
+	apply(cctx, "u", ops(60, "spam", "ham", ""), context.Canceled)
+	boom := errors.New("disk on fire")
+	s.commitErr = func(start int) error {
+		if start > 0 {
+			return boom
+		}
+		return nil
+	}
+	apply(ctx, "v", ops(60, "spam", "ham"), boom)
+	s.commitErr = nil
+
+	apply(ctx, "u", ops(60, "spam", "ham", "other"), nil)
+	apply(ctx, "v", ops(60, "other", "ham", ""), nil)
+
+	// The memory of an Apply far larger than usual is not kept.
+	var big []store.Op
+	for i := range maxSpareRows/1000 + 1 {
+		bag := map[bow.Hash]uint32{}
+		for j := range 1000 {
+			bag[bow.Hash(1<<40+i*1000+j)] = 1
+		}
+		big = append(big, storetest.Train(fmt.Sprint("big", i), "spam", bag))
+	}
+	train(t, s, "w", big...)
+	if s.spare != nil {
+		t.Errorf("the memory of an Apply of %d tokens kept", len(big)*1000)
+	}
+}
+
 func TestOpenRejects(t *testing.T) {
 	tests := []struct {
 		name  string
