@@ -253,15 +253,7 @@ func (d *langCounts) count(buf, text []byte) []byte {
 		for i < len(text) && isSpace(text[i]) {
 			i++
 		}
-		j, seen := i, uint8(0)
-		for j < len(text) {
-			b := langByte[text[j]]
-			if b == byteSpace {
-				break
-			}
-			seen |= b
-			j++
-		}
+		j, seen := chunkEnd(text, i, &langByte)
 		chunk := text[i:j]
 		text = text[j:]
 		if seen&langAt != 0 || seen&langColon != 0 && bytes.Contains(chunk, []byte("://")) || hasPrefixFold(chunk, "www.") {

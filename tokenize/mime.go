@@ -499,21 +499,8 @@ func asciiPrefix(b []byte) int {
 	return i
 }
 
-// isASCII reports whether b is all ASCII, eight bytes at a time.
-func isASCII(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
+// isASCII reports whether b is all ASCII.
+func isASCII(b []byte) bool { return asciiPrefix(b) == len(b) }
 
 // isToken reports whether s is a MIME token, safe to put in a header
 // value unquoted.

@@ -423,15 +423,8 @@ func (st *state) bodyText() {
 		if j < len(text) && !isSpace(text[j]) {
 			// Not a plain word, or one longer than the buffer: the rest
 			// of the chunk tells.
-			seen := uint8(0)
-			for j < len(text) {
-				b := chunkByte[text[j]]
-				if b == byteSpace {
-					break
-				}
-				seen |= b
-				j++
-			}
+			var seen uint8
+			j, seen = chunkEnd(text, j, &chunkByte)
 			if seen != 0 || j-i > maxWordRun {
 				st.chunk(text[i:j], seen&byteLink != 0)
 				i = j
@@ -484,6 +477,20 @@ const (
 	byteLink  = 2
 	byteOther = 4
 )
+
+// chunkEnd returns where the chunk of text that goes on at j ends, at the
+// first byte of class byteSpace in class, or len(text), and the union of
+// the classes of its bytes.
+func chunkEnd(text []byte, j int, class *[256]uint8) (end int, seen uint8) {
+	for ; j < len(text); j++ {
+		b := class[text[j]]
+		if b == byteSpace {
+			break
+		}
+		seen |= b
+	}
+	return j, seen
+}
 
 // chunk tokenizes a run of text without ASCII white space, finding URLs
 // and e-mail addresses in it; mayLink is false when it has none of the
